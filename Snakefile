@@ -1,0 +1,31 @@
+# nudgerl: the NudgeRL (arXiv 2605.15726) experiment matrix as one Snakemake DAG.
+# Thin entry point: rules live in workflow/rules/, each calls one `nudgerl` subcommand.
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+from nudgerl.config import validate_config
+
+# Schema (workflow/schemas/config.schema.yaml) + preflight: fails before any job starts.
+validate_config(config)
+
+
+report: "workflow/report/workflow.rst"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/base.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/eval.smk"
+include: "workflow/rules/report.smk"
+
+
+rule all:
+    input:
+        final_outputs(),
+    default_target: True

@@ -1,0 +1,70 @@
+"""The pipeline's math, as small pure functions in the papers' symbols."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from n samples with c correct (Chen et al. 2021, Eq. 1).
+
+    pass@k = 1 - C(n - c, k) / C(n, k), computed as a stable product.
+    """
+    if not 0 <= c <= n:
+        raise ValueError(f"need 0 <= c <= n, got n={n}, c={c}")
+    if k > n:
+        raise ValueError(f"pass@{k} needs at least k samples, got n={n}")
+    if n - c < k:
+        return 1.0
+    return float(1.0 - np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
+
+
+def mean_pass_at_k(per_problem: Sequence[tuple[int, int]], k: int) -> float:
+    """Benchmark pass@k: the mean over problems of pass@k from each (n, c)."""
+    if not per_problem:
+        raise ValueError("no problems")
+    return float(np.mean([pass_at_k(n, c, k) for n, c in per_problem]))
+
+
+def bootstrap_ci(
+    values: np.ndarray, n_boot: int = 2000, alpha: float = 0.05, seed: int = 0
+) -> tuple[float, float, float]:
+    """Mean and percentile (1 - alpha) interval of ``values`` resampled along axis 0.
+
+    ``values`` is (problems,) or (problems, seeds): problems are resampled, and with
+    several seeds each resample also draws seeds, so the interval covers both sources.
+    """
+    x = np.asarray(values, dtype=float)
+    if x.ndim == 1:
+        x = x[:, None]
+    rng = np.random.default_rng(seed)
+    n_prob, n_seed = x.shape
+    rows = rng.integers(0, n_prob, size=(n_boot, n_prob))
+    cols = rng.integers(0, n_seed, size=(n_boot, n_seed)) if n_seed > 1 else np.zeros((n_boot, 1), dtype=int)
+    means = np.array([x[r][:, c].mean() for r, c in zip(rows, cols)])
+    lo, hi = np.quantile(means, [alpha / 2, 1 - alpha / 2])
+    return float(x.mean()), float(lo), float(hi)
+
+
+def bootstrap_mean_of_means(
+    groups: Sequence[np.ndarray], n_boot: int = 2000, alpha: float = 0.05, seed: int = 0
+) -> tuple[float, float, float]:
+    """Average over benchmarks of their mean, with a percentile interval.
+
+    Each replicate resamples problems within every benchmark (and seeds, when a group
+    is (problems, seeds)), so the Avg column's interval reflects every benchmark's size.
+    """
+    rng = np.random.default_rng(seed)
+    mats = [np.asarray(g, dtype=float).reshape(len(g), -1) for g in groups]
+    point = float(np.mean([m.mean() for m in mats]))
+    reps = np.zeros(n_boot)
+    for m in mats:
+        n_prob, n_seed = m.shape
+        rows = rng.integers(0, n_prob, size=(n_boot, n_prob))
+        cols = rng.integers(0, n_seed, size=(n_boot, n_seed))
+        reps += np.array([m[r][:, c].mean() for r, c in zip(rows, cols)])
+    reps /= len(mats)
+    lo, hi = np.quantile(reps, [alpha / 2, 1 - alpha / 2])
+    return point, float(lo), float(hi)

@@ -1,0 +1,224 @@
+"""``nudgerl`` console script: one subcommand per Snakemake rule.
+
+Heavy imports (torch, transformers, trl) happen inside the subcommands so that
+``nudgerl --help`` and light rules start fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+
+def _threads(n: int) -> None:
+    """One torch thread per job: spinning OpenMP threads on a shared box cost 40-100x."""
+    os.environ.setdefault("OMP_NUM_THREADS", str(n))
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    import torch
+
+    torch.set_num_threads(n)
+
+
+def _json_arg(text: str) -> dict:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise argparse.ArgumentTypeError(f"--params is not valid JSON: {e}") from None
+
+
+# ---------------------------------------------------------------- subcommands
+
+
+def cmd_validate_config(args) -> None:
+    from .config import load_config
+
+    load_config(args.config)
+    print(f"{args.config}: valid")
+
+
+def cmd_make_data(args) -> None:
+    from .io import write_jsonl, write_provenance
+    from .organism import task
+
+    org = args.params
+    seed = org.get("seed", 0)
+    out = Path(args.out_dir)
+    train = task.training_problems(seed, org["train"]["size"], org["train"]["hard_fraction"])
+    write_jsonl(out / "train.jsonl", [p.to_record() for p in train])
+    specs = {k: (v["size"], v["hard_fraction"]) for k, v in org["benchmarks"].items()}
+    for name, problems in task.evaluation_sets(seed, specs).items():
+        write_jsonl(out / "eval" / f"{name}.jsonl", [p.to_record() for p in problems])
+    write_provenance(out / "train.jsonl", org, {"organism": seed})
+    print(f"wrote {len(train)} training problems and {len(specs)} benchmarks to {out}")
+
+
+def cmd_train_base(args) -> None:
+    _threads(args.threads)
+    from .io import atomic_write_text, write_provenance
+    from .organism.base_model import BaseModelConfig, train_base_model
+
+    cfg = BaseModelConfig(**args.params)
+    out = Path(args.out_dir)
+    report = train_base_model(cfg, out)
+    atomic_write_text(out / "sft_report.json", json.dumps(report, indent=2))
+    write_provenance(out, args.params, {"base_model": cfg.seed})
+
+
+def cmd_diagnose(args) -> None:
+    _threads(args.threads)
+    from .diagnostics import diagnose_base
+    from .io import atomic_write_text, read_jsonl, write_provenance
+
+    problems = []
+    for path in args.benchmarks:
+        problems += read_jsonl(path)
+    report = diagnose_base(args.model, problems, args.params)
+    atomic_write_text(args.out, json.dumps(report, indent=2))
+    write_provenance(args.out, args.params, {"sampling": args.params.get("seed", 0)}, [args.model, *args.benchmarks])
+    print(json.dumps(report["summary"], indent=2))
+
+
+def cmd_train_grpo(args) -> None:
+    _threads(args.threads)
+    from .io import atomic_write_text, read_jsonl, write_provenance
+    from .training.grpo import GRPORunConfig, train_grpo
+
+    params = dict(args.params, num_generations=args.num_generations, seed=args.seed)
+    cfg = GRPORunConfig.from_dict(params)
+    records = [
+        {"prompt": [{"role": "user", "content": r["problem"]}], "answer": r["answer"], "id": r["id"]}
+        for r in read_jsonl(args.train)
+    ]
+    out = Path(args.out_dir)
+    report = train_grpo(args.model, records, cfg, out)
+    atomic_write_text(out / "train_report.json", json.dumps(report, indent=2, default=str))
+    write_provenance(out / "model", params, {"train": args.seed}, [args.train])
+
+
+def cmd_evaluate(args) -> None:
+    _threads(args.threads)
+    from .evaluation import evaluate_model
+    from .io import atomic_write_text, read_jsonl, write_provenance
+    from .organism.task import parse_strategy
+    from .sampling import SamplingParams
+
+    p = args.params
+    params = SamplingParams(
+        n=p["samples_per_problem"],
+        temperature=p.get("temperature", 1.0),
+        top_p=p.get("top_p", 1.0),
+        max_new_tokens=p.get("max_new_tokens", 64),
+        batch_size=p.get("batch_size", 256),
+        seed=args.seed,
+    )
+    benchmarks = {Path(b).stem: read_jsonl(b) for b in args.benchmarks}
+    out = Path(args.out_dir)
+    summaries = evaluate_model(args.model, benchmarks, params, p.get("ks", [1]), out, parse_strategy=parse_strategy)
+    atomic_write_text(out / "summary.json", json.dumps(summaries, indent=2))
+    write_provenance(out / "summary.json", p, {"sampling": args.seed}, [args.model, *args.benchmarks])
+    print(json.dumps({k: v["pass@1"] for k, v in summaries.items()}, indent=2))
+
+
+def cmd_table1(args) -> None:
+    from .io import write_provenance
+    from .tables import table1
+
+    paths = table1(args.eval_root, args.methods, args.benchmarks, args.seeds, args.out_prefix,
+                   n_boot=args.bootstrap_samples)
+    for path in paths:
+        write_provenance(path, {"methods": args.methods, "benchmarks": args.benchmarks},
+                         {"runs": args.seeds, "bootstrap": 0},
+                         [str(p) for p in Path(args.eval_root).rglob("*.problems.jsonl")])
+
+
+def cmd_plot_curves(args) -> None:
+    from .io import write_provenance
+    from .plots import training_curves
+
+    path = training_curves(args.runs, args.out)
+    write_provenance(path, {"runs": args.runs}, {}, [f"{r}/metrics.jsonl" for r in args.runs])
+
+
+def cmd_diagnostics_md(args) -> None:
+    from .diagnostics import to_markdown
+    from .io import atomic_write_text
+
+    atomic_write_text(args.out, to_markdown(json.loads(Path(args.input).read_text())))
+
+
+# ---------------------------------------------------------------- parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="nudgerl", description=__doc__)
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    def add(name, fn, help_):
+        p = sub.add_parser(name, help=help_)
+        p.set_defaults(fn=fn)
+        return p
+
+    p = add("validate-config", cmd_validate_config, "check a config file against the schema")
+    p.add_argument("config")
+
+    p = add("make-data", cmd_make_data, "generate the organism's training split and benchmarks")
+    p.add_argument("--params", type=_json_arg, required=True, help="the 'organism' config section as JSON")
+    p.add_argument("--out-dir", required=True)
+
+    for name, fn, help_ in [
+        ("train-base", cmd_train_base, "SFT the organism's tiny base model from scratch"),
+        ("diagnose", cmd_diagnose, "exploration diagnostics of the base model"),
+        ("train-grpo", cmd_train_grpo, "GRPO training (TRL GRPOTrainer)"),
+        ("evaluate", cmd_evaluate, "sample, grade, pass@k"),
+    ]:
+        p = add(name, fn, help_)
+        p.add_argument("--params", type=_json_arg, required=True, help="config section as JSON")
+        p.add_argument("--threads", type=int, default=1)
+        if name == "train-base":
+            p.add_argument("--out-dir", required=True)
+        if name in ("diagnose", "train-grpo", "evaluate"):
+            p.add_argument("--model", required=True)
+        if name in ("diagnose", "evaluate"):
+            p.add_argument("--benchmarks", nargs="+", required=True)
+        if name == "diagnose":
+            p.add_argument("--out", required=True)
+        if name == "train-grpo":
+            p.add_argument("--train", required=True)
+            p.add_argument("--num-generations", type=int, required=True)
+        if name in ("train-grpo", "evaluate"):
+            p.add_argument("--seed", type=int, default=0)
+            p.add_argument("--out-dir", required=True)
+
+    p = add("table1", cmd_table1, "Table 1 (csv, md, tex) from evaluation records")
+    p.add_argument("--eval-root", required=True)
+    p.add_argument("--methods", nargs="+", required=True)
+    p.add_argument("--benchmarks", nargs="+", required=True)
+    p.add_argument("--seeds", nargs="+", type=int, required=True)
+    p.add_argument("--bootstrap-samples", type=int, default=2000)
+    p.add_argument("--out-prefix", required=True)
+
+    p = add("diagnostics-md", cmd_diagnostics_md, "base-model diagnosis as a markdown summary")
+    p.add_argument("--input", required=True)
+    p.add_argument("--out", required=True)
+
+    p = add("plot-curves", cmd_plot_curves, "training-curve figure from metrics.jsonl files")
+    p.add_argument("--runs", nargs="+", required=True)
+    p.add_argument("--out", required=True)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        args.fn(args)
+    except (ValueError, FileNotFoundError, KeyError) as e:
+        print(f"nudgerl {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

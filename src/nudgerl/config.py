@@ -1,0 +1,85 @@
+"""Configuration: JSON-schema validation with errors that name the key, plus preflight checks.
+
+The Snakefile calls :func:`validate_config` before building the DAG, so a typo or an
+impossible shape fails before any job starts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+SCHEMA_PATH = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
+
+
+class ConfigError(ValueError):
+    """A configuration problem; the message names the key and the fix."""
+
+
+def _key_path(error) -> str:
+    path = ".".join(str(p) for p in error.absolute_path)
+    return path or "<top level>"
+
+
+def _describe(error) -> str:
+    key = _key_path(error)
+    if error.validator == "additionalProperties":
+        extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
+        allowed = sorted(error.schema.get("properties", {}))
+        return f"unknown key(s) {extra} under '{key}'; allowed: {allowed}"
+    if error.validator == "required":
+        return f"'{key}' is missing a required key: {error.message}"
+    return f"config key '{key}': {error.message}"
+
+
+def load_schema(path: Path = SCHEMA_PATH) -> dict:
+    return yaml.safe_load(Path(path).read_text())
+
+
+def validate_config(config: dict, schema_path: Path = SCHEMA_PATH) -> dict:
+    """Raise :class:`ConfigError` listing every schema violation and preflight failure."""
+    import jsonschema
+
+    schema = load_schema(schema_path)
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
+    problems = [_describe(e) for e in errors]
+    if not problems:
+        problems = preflight(config)
+    if problems:
+        raise ConfigError("invalid configuration:\n  - " + "\n  - ".join(problems))
+    return config
+
+
+def preflight(config: dict) -> list[str]:
+    """Checks a schema cannot express: shapes that would only fail inside a job."""
+    problems = []
+    ev = config["eval"]
+    for k in ev.get("ks", [1]):
+        if k > ev["samples_per_problem"]:
+            problems.append(
+                f"config key 'eval.ks': pass@{k} needs k <= eval.samples_per_problem "
+                f"({ev['samples_per_problem']}); lower k or raise samples_per_problem"
+            )
+    if 1 not in ev.get("ks", [1]):
+        problems.append("config key 'eval.ks' must contain 1 (pass@1 is the paper's metric)")
+    weights = config.get("base_model", {}).get("unhinted_strategy_weights")
+    if weights is not None and sum(weights.values()) <= 0:
+        problems.append("config key 'base_model.unhinted_strategy_weights': weights must not all be zero")
+    from .organism import task
+
+    specs = {k: (v["size"], v["hard_fraction"]) for k, v in config["organism"]["benchmarks"].items()}
+    try:
+        task.evaluation_sets(config["organism"].get("seed", 0), specs)
+    except ValueError as e:
+        problems.append(f"config key 'organism.benchmarks': {e}")
+    return problems
+
+
+def load_config(path: str | Path) -> dict:
+    with open(path) as f:
+        config = yaml.safe_load(f)
+    if not isinstance(config, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    return validate_config(config)

@@ -1,0 +1,112 @@
+"""Atomic file writes, JSONL, hashing and provenance sidecars.
+
+Every output is written under a temporary name and renamed into place, so a killed job
+never leaves a half-written file that Snakemake (or a reader) could take as finished.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+from importlib import metadata
+from pathlib import Path
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_jsonl(path: str | Path, rows) -> None:
+    atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in rows))
+
+
+def read_jsonl(path: str | Path) -> list[dict]:
+    """Rows of a JSONL file; a malformed line raises an error naming file and line."""
+    rows = []
+    with open(path) as f:
+        for i, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}:{i}: not valid JSON ({e.msg})") from None
+    return rows
+
+
+def sha256_file(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def hash_inputs(paths) -> dict[str, str]:
+    """sha256 of each input file; a directory hashes every file below it."""
+    out = {}
+    for p in map(Path, paths):
+        if p.is_dir():
+            for f in sorted(x for x in p.rglob("*") if x.is_file()):
+                out[str(f)] = sha256_file(f)
+        elif p.exists():
+            out[str(p)] = sha256_file(p)
+    return out
+
+
+def code_version() -> str:
+    """git commit of the checkout (with -dirty), or the package version outside git."""
+    here = Path(__file__).resolve().parent
+    try:
+        rev = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=12"], cwd=here,
+                             capture_output=True, text=True, timeout=10)
+        if rev.returncode == 0 and rev.stdout.strip():
+            return rev.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return "nudgerl-" + metadata.version("nudgerl")
+
+
+_PACKAGES = ("torch", "transformers", "trl", "peft", "math-verify", "snakemake", "dvc", "numpy")
+
+
+def provenance(config: dict, seeds: dict, inputs=()) -> dict:
+    """What produced an artifact: config subset, code and package versions, seeds, input hashes."""
+    versions = {}
+    for name in _PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return {
+        "code_version": code_version(),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "packages": versions,
+        "config": config,
+        "seeds": seeds,
+        "inputs": hash_inputs(inputs),
+        "command": sys.argv,
+    }
+
+
+def write_provenance(artifact: str | Path, config: dict, seeds: dict, inputs=()) -> Path:
+    """Sidecar ``<artifact>.provenance.json`` (inside the folder for a directory artifact)."""
+    artifact = Path(artifact)
+    side = artifact / "provenance.json" if artifact.is_dir() else artifact.with_name(artifact.name + ".provenance.json")
+    atomic_write_text(side, json.dumps(provenance(config, seeds, inputs), indent=2, default=str))
+    return side

@@ -1,0 +1,168 @@
+"""SFT of the organism's tiny causal LM from scratch: the stand-in for an instruct model.
+
+The SFT corpus makes ``common_difference`` the habit and ``difference_table`` rare when no
+hint is given, and follows the hint when one is (``hinted_fraction`` of examples, strategy
+drawn uniformly). That yields the paper's regime: the always-right strategy is in the
+policy's support but rarely sampled, and a hint naming it unlocks it.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import task
+
+
+@dataclass
+class BaseModelConfig:
+    seed: int = 0
+    examples: int = 40000
+    hard_fraction: float = 0.5
+    hinted_fraction: float = 0.4
+    # Each arithmetic fact of the family is drilled this many times (see task.arithmetic_facts).
+    arithmetic_drills: int = 4
+    # Which strategy an unhinted trace uses, independently of the problem.
+    unhinted_strategy_weights: dict[str, float] = field(
+        default_factory=lambda: {
+            "common_difference": 0.75,
+            "first_difference": 0.17,
+            "sum_of_last_two": 0.05,
+            "difference_table": 0.03,
+        }
+    )
+    hidden_size: int = 128
+    intermediate_size: int = 384
+    num_layers: int = 3
+    num_heads: int = 4
+    batch_size: int = 64
+    epochs: float = 2.0
+    learning_rate: float = 2e-3
+    warmup_steps: int = 100
+    weight_decay: float = 0.01
+
+
+def sft_examples(cfg: BaseModelConfig) -> list[tuple[str, str]]:
+    """(user message, assistant trace) pairs for SFT, seeded."""
+    rng = random.Random(f"sft:{cfg.seed}")
+    names = list(cfg.unhinted_strategy_weights)
+    weights = [cfg.unhinted_strategy_weights[n] for n in names]
+    problems = task.training_problems(cfg.seed, cfg.examples, cfg.hard_fraction, prefix="sft")
+    out = []
+    for p in problems:
+        if rng.random() < cfg.hinted_fraction:
+            strategy = rng.choice(list(task.STRATEGIES))
+            user = task.prompt_text(p.text(), task.hint_line(strategy))
+        else:
+            strategy = rng.choices(names, weights)[0]
+            user = task.prompt_text(p.text())
+        out.append((user, task.trace(p.terms, strategy)))
+    out += [task.drill(f) for f in task.arithmetic_facts() for _ in range(cfg.arithmetic_drills)]
+    rng.shuffle(out)
+    return out
+
+
+def _encode(tokenizer, examples):
+    """Token ids and a loss mask that covers the assistant turn (and its end token) only."""
+    import torch
+
+    seqs, masks = [], []
+    for user, assistant in examples:
+        prompt = tokenizer.apply_chat_template(
+            [{"role": "user", "content": user}], tokenize=False, add_generation_prompt=True
+        )
+        p_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        c_ids = tokenizer(assistant, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+        seqs.append(p_ids + c_ids)
+        masks.append([0] * len(p_ids) + [1] * len(c_ids))
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), width), tokenizer.pad_token_id, dtype=torch.long)
+    loss_mask = torch.zeros((len(seqs), width), dtype=torch.bool)
+    attn = torch.zeros((len(seqs), width), dtype=torch.long)
+    for i, (s, m) in enumerate(zip(seqs, masks)):
+        ids[i, : len(s)] = torch.tensor(s)
+        loss_mask[i, : len(m)] = torch.tensor(m, dtype=torch.bool)
+        attn[i, : len(s)] = 1
+    return ids, attn, loss_mask
+
+
+def new_model(tokenizer, cfg: BaseModelConfig):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    mcfg = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=cfg.hidden_size,
+        intermediate_size=cfg.intermediate_size,
+        num_hidden_layers=cfg.num_layers,
+        num_attention_heads=cfg.num_heads,
+        num_key_value_heads=cfg.num_heads,
+        max_position_embeddings=128,
+        tie_word_embeddings=True,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    return LlamaForCausalLM(mcfg)
+
+
+def train_base_model(cfg: BaseModelConfig, out_dir: str | Path, log=print) -> dict:
+    """Train and save an HF model directory (model, tokenizer, generation config)."""
+    import torch
+
+    from .tokenizer import build_tokenizer
+
+    torch.manual_seed(cfg.seed)
+    tokenizer = build_tokenizer()
+    model = new_model(tokenizer, cfg)
+    ids, attn, loss_mask = _encode(tokenizer, sft_examples(cfg))
+    n = ids.size(0)
+    steps = math.ceil(cfg.epochs * n / cfg.batch_size)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
+
+    def lr_at(step: int) -> float:
+        if step < cfg.warmup_steps:
+            return (step + 1) / cfg.warmup_steps
+        progress = (step - cfg.warmup_steps) / max(1, steps - cfg.warmup_steps)
+        return 0.5 * (1 + math.cos(math.pi * progress))
+
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_at)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    order = torch.randperm(n, generator=gen)
+    model.train()
+    t0, pos, history = time.perf_counter(), 0, []
+    for step in range(steps):
+        if pos + cfg.batch_size > n:
+            order, pos = torch.randperm(n, generator=gen), 0
+        idx = order[pos : pos + cfg.batch_size]
+        pos += cfg.batch_size
+        b_ids, b_attn, b_mask = ids[idx], attn[idx], loss_mask[idx]
+        width = int(b_attn.sum(1).max())
+        b_ids, b_attn, b_mask = b_ids[:, :width], b_attn[:, :width], b_mask[:, :width]
+        labels = b_ids.masked_fill(~b_mask, -100)
+        loss = model(input_ids=b_ids, attention_mask=b_attn, labels=labels).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        opt.zero_grad(set_to_none=True)
+        if step % 100 == 0 or step == steps - 1:
+            history.append({"step": step, "loss": float(loss)})
+            log(f"sft step {step}/{steps} loss {float(loss):.4f} ({time.perf_counter() - t0:.0f}s)")
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.bos_token_id = tokenizer.bos_token_id
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out_dir)
+    tokenizer.save_pretrained(out_dir)
+    return {
+        "steps": steps,
+        "examples": n,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "final_loss": history[-1]["loss"],
+        "seconds": time.perf_counter() - t0,
+        "loss_history": history,
+    }

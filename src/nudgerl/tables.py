@@ -1,0 +1,101 @@
+"""Table 1 in the paper's layout, from per-problem evaluation records.
+
+Cells are pass@1 in percent: the mean over problems of c/n (and over seeds), with a 95%
+bootstrap interval over problems (and seeds when there are several).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .algorithms import bootstrap_ci, bootstrap_mean_of_means
+from .io import atomic_write_text, read_jsonl
+
+BENCHMARK_LABELS = {
+    "aime24": "AIME24",
+    "aime25": "AIME25",
+    "amc23": "AMC23",
+    "math500": "MATH500",
+    "apex": "APEX",
+}
+
+
+def method_label(method: str) -> str:
+    if method == "base":
+        return "Base"
+    if method.startswith("grpo"):
+        return f"GRPO (N={method[4:]})"
+    return method
+
+
+def per_problem_matrix(eval_root: Path, method: str, bench: str, seeds: list[int]) -> tuple[np.ndarray, int]:
+    """(problems, seeds) matrix of c/n, and the samples per problem."""
+    cols, ids, n = [], None, None
+    for s in seeds:
+        path = Path(eval_root) / method / f"seed{s}" / f"{bench}.problems.jsonl"
+        rows = sorted(read_jsonl(path), key=lambda r: r["id"])
+        these = [r["id"] for r in rows]
+        if ids is not None and these != ids:
+            raise ValueError(f"{path}: problem ids differ from seed {seeds[0]}'s records")
+        ids = these
+        cols.append([r["c"] / r["n"] for r in rows])
+        n = rows[0]["n"] if rows else 0
+    return np.array(cols).T, n
+
+
+def build_table(eval_root, methods, benchmarks, seeds, n_boot=2000) -> tuple[pd.DataFrame, int]:
+    records, samples = [], 0
+    for m in methods:
+        mats = []
+        for b in benchmarks:
+            mat, samples = per_problem_matrix(eval_root, m, b, seeds)
+            mats.append(mat)
+            mean, lo, hi = bootstrap_ci(mat, n_boot=n_boot)
+            records.append({"method": m, "benchmark": b, "pass@1": mean, "ci_low": lo, "ci_high": hi,
+                            "problems": mat.shape[0], "seeds": mat.shape[1]})
+        mean, lo, hi = bootstrap_mean_of_means(mats, n_boot=n_boot)
+        records.append({"method": m, "benchmark": "avg", "pass@1": mean, "ci_low": lo, "ci_high": hi,
+                        "problems": sum(x.shape[0] for x in mats), "seeds": len(seeds)})
+    return pd.DataFrame.from_records(records), samples
+
+
+def _cell(row, tex=False) -> str:
+    pm = (r"\,[{:.1f}, {:.1f}]" if tex else " [{:.1f}, {:.1f}]").format(100 * row.ci_low, 100 * row.ci_high)
+    return f"{100 * row['pass@1']:.1f}{pm}"
+
+
+def render(df: pd.DataFrame, methods, benchmarks, seeds, samples, title="Table 1") -> tuple[str, str]:
+    cols = [BENCHMARK_LABELS.get(b, b) for b in benchmarks] + ["Avg"]
+    caption = (
+        f"{title}: pass@1 (%) with 95% bootstrap interval over problems"
+        f"{' and seeds' if len(seeds) > 1 else ''}; {len(seeds)} seed(s), {samples} samples per problem."
+    )
+    md = [f"**{caption}**", "", "| Method | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
+    tex = [
+        r"\begin{table}[t]", r"\centering", rf"\caption{{{caption}}}",
+        r"\begin{tabular}{l" + "c" * len(cols) + "}", r"\toprule",
+        "Method & " + " & ".join(cols) + r" \\", r"\midrule",
+    ]
+    for m in methods:
+        sub = df[df.method == m].set_index("benchmark")
+        cells = [_cell(sub.loc[b]) for b in [*benchmarks, "avg"]]
+        tcells = [_cell(sub.loc[b], tex=True) for b in [*benchmarks, "avg"]]
+        md.append(f"| {method_label(m)} | " + " | ".join(cells) + " |")
+        tex.append(f"{method_label(m)} & " + " & ".join(tcells) + r" \\")
+    tex += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
+    return "\n".join(md) + "\n", "\n".join(tex) + "\n"
+
+
+def table1(eval_root, methods, benchmarks, seeds, out_prefix, n_boot=2000) -> list[Path]:
+    df, samples = build_table(eval_root, methods, benchmarks, seeds, n_boot=n_boot)
+    md, tex = render(df, methods, benchmarks, seeds, samples)
+    out = Path(out_prefix)
+    df.insert(1, "label", [method_label(m) for m in df.method])
+    paths = [out.with_suffix(".csv"), out.with_suffix(".md"), out.with_suffix(".tex")]
+    atomic_write_text(paths[0], df.to_csv(index=False))
+    atomic_write_text(paths[1], md)
+    atomic_write_text(paths[2], tex)
+    return paths

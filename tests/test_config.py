@@ -1,0 +1,73 @@
+"""Configuration errors name the key and stop the DAG before any job runs."""
+
+import copy
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from nudgerl.config import ConfigError, load_config, validate_config
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def default_config():
+    return yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+
+
+@pytest.mark.parametrize("name", ["config.yaml", "smoke.yaml"])
+def test_shipped_configs_are_valid(name):
+    load_config(REPO / "config" / name)
+
+
+def _error(config) -> str:
+    with pytest.raises(ConfigError) as e:
+        validate_config(config)
+    return str(e.value)
+
+
+def test_unknown_key_is_named(default_config):
+    bad = copy.deepcopy(default_config)
+    bad["grpo"]["max_stpes"] = 10
+    msg = _error(bad)
+    assert "max_stpes" in msg and "'grpo'" in msg and "max_steps" in msg  # lists what is allowed
+
+
+def test_wrong_type_names_the_key(default_config):
+    bad = copy.deepcopy(default_config)
+    bad["grpo"]["learning_rate"] = "fast"
+    assert "grpo.learning_rate" in _error(bad)
+
+
+def test_missing_required_key(default_config):
+    bad = copy.deepcopy(default_config)
+    del bad["eval"]["samples_per_problem"]
+    assert "samples_per_problem" in _error(bad)
+
+
+def test_preflight_k_larger_than_samples(default_config):
+    bad = copy.deepcopy(default_config)
+    bad["eval"]["ks"] = [1, 64]
+    msg = _error(bad)
+    assert "eval.ks" in msg and "pass@64" in msg
+
+
+def test_preflight_benchmarks_that_do_not_fit(default_config):
+    bad = copy.deepcopy(default_config)
+    bad["organism"]["benchmarks"]["apex"]["size"] = 5000
+    assert "organism.benchmarks" in _error(bad)
+
+
+def test_snakemake_refuses_a_bad_config_before_any_job(workdir):
+    bad = yaml.safe_load((workdir / "config" / "smoke.yaml").read_text())
+    bad["grpo"]["group_sizes"] = [8, "sixteen"]
+    (workdir / "config" / "bad.yaml").write_text(yaml.safe_dump(bad))
+    proc = subprocess.run(
+        ["snakemake", "-n", "--cores", "1", "--configfile", "config/bad.yaml"],
+        cwd=workdir, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode != 0
+    assert "grpo.group_sizes.1" in proc.stdout + proc.stderr
+    assert not (workdir / "results").exists()

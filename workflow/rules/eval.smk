@@ -1,0 +1,23 @@
+rule evaluate:
+    """n samples per problem on every benchmark; per-sample/per-problem records, pass@k."""
+    input:
+        model=model_dir,
+        benchmarks=benchmark_files(),
+    output:
+        summary=f"{RESULTS}/eval/{{method}}/seed{{seed}}/summary.json",
+        problems=expand(f"{RESULTS}/eval/{{{{method}}}}/seed{{{{seed}}}}/{{bench}}.problems.jsonl", bench=BENCHMARKS),
+    params:
+        cfg=section("eval"),
+        out_dir=lambda w, output: os.path.dirname(output.summary),
+    threads: THREADS
+    resources:
+        mem_mb=2000,
+    conda:
+        "../envs/nudgerl.yaml"
+    log:
+        f"{RESULTS}/logs/evaluate/{{method}}_seed{{seed}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/evaluate/{{method}}_seed{{seed}}.tsv"
+    shell:
+        "nudgerl evaluate --model {input.model} --benchmarks {input.benchmarks} --seed {wildcards.seed} "
+        "--params {params.cfg:q} --threads {threads} --out-dir {params.out_dir} > {log} 2>&1"

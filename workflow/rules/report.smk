@@ -1,0 +1,70 @@
+rule table1:
+    """The paper's Table 1: pass@1 per benchmark and Avg, rows Base and GRPO at each N."""
+    input:
+        expand(f"{RESULTS}/eval/{{method}}/seed{{seed}}/summary.json", method=METHODS, seed=SEEDS),
+    output:
+        csv=report(
+            f"{RESULTS}/tables/table1.csv",
+            caption="../report/table1.rst",
+            category="Main results",
+        ),
+        md=f"{RESULTS}/tables/table1.md",
+        tex=f"{RESULTS}/tables/table1.tex",
+    params:
+        methods=METHODS,
+        benchmarks=BENCHMARKS,
+        seeds=SEEDS,
+        n_boot=config.get("report", {}).get("bootstrap_samples", 2000),
+        prefix=lambda w, output: os.path.splitext(output.csv)[0],
+        eval_root=lambda w, input: os.path.dirname(os.path.dirname(os.path.dirname(input[0]))),
+    conda:
+        "../envs/nudgerl.yaml"
+    log:
+        f"{RESULTS}/logs/table1.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/table1.tsv"
+    shell:
+        "nudgerl table1 --eval-root {params.eval_root} --methods {params.methods} --benchmarks {params.benchmarks} "
+        "--seeds {params.seeds} --bootstrap-samples {params.n_boot} --out-prefix {params.prefix} > {log} 2>&1"
+
+
+rule training_curves:
+    """Training reward against step and against rollout tokens for every GRPO run."""
+    input:
+        expand(f"{RESULTS}/runs/{{method}}/seed{{seed}}/metrics.jsonl", method=GRPO_METHODS, seed=SEEDS),
+    output:
+        report(
+            f"{RESULTS}/figures/training_curves.png",
+            caption="../report/training_curves.rst",
+            category="Main results",
+        ),
+    params:
+        runs=expand(f"{RESULTS}/runs/{{method}}/seed{{seed}}", method=GRPO_METHODS, seed=SEEDS),
+    conda:
+        "../envs/nudgerl.yaml"
+    log:
+        f"{RESULTS}/logs/training_curves.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/training_curves.tsv"
+    shell:
+        "nudgerl plot-curves --runs {params.runs} --out {output} > {log} 2>&1"
+
+
+rule diagnostics_report:
+    """Expose the base-model diagnosis in the HTML report."""
+    input:
+        rules.diagnose_base.output[0],
+    output:
+        report(
+            f"{RESULTS}/diagnostics/base_model.md",
+            caption="../report/diagnostics.rst",
+            category="Diagnostics",
+        ),
+    conda:
+        "../envs/nudgerl.yaml"
+    log:
+        f"{RESULTS}/logs/diagnostics_report.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/diagnostics_report.tsv"
+    shell:
+        "nudgerl diagnostics-md --input {input} --out {output} > {log} 2>&1"
