@@ -68,3 +68,69 @@ def bootstrap_mean_of_means(
     reps /= len(mats)
     lo, hi = np.quantile(reps, [alpha / 2, 1 - alpha / 2])
     return point, float(lo), float(hi)
+
+
+# ---------------------------------------------------------------- NudgeRL (arXiv 2605.15726)
+
+
+def nudge_contexts(M: int, K: int, p_drop: float, rng: np.random.Generator) -> list[int | None]:
+    """Contexts of one problem's N = M x K rollouts (paper Sec. 3, "nudging").
+
+    Rollout r is assigned hint r // K (K rollouts per hint); each rollout independently
+    drops its hint with probability p_drop, becoming a hint-free rollout (context None).
+    """
+    if M < 1 or K < 1:
+        raise ValueError(f"need M >= 1 and K >= 1, got M={M}, K={K}")
+    if not 0.0 <= p_drop <= 1.0:
+        raise ValueError(f"p_drop must be in [0, 1], got {p_drop}")
+    drop = rng.random(M * K) < p_drop
+    return [None if drop[r] else r // K for r in range(M * K)]
+
+
+def inter_intra_advantages(
+    rewards: Sequence[float], contexts: Sequence[int | None], lam: float, normalize: bool = True
+) -> np.ndarray:
+    """Inter-intra advantage of one problem's group (paper Eq. for A_i, lambda = 1.1).
+
+    Hinted rollout i in context c:  A_i = (r_i - mean_c) + lam * (mean_c - mean_all)
+                                          intra-context     inter-context
+    Hint-free rollout i:            A_i = r_i - mean_all
+    With ``normalize`` (the authors' code): A <- (A - mean(A)) / (std(A) + 1e-5), with the
+    population std over the group.
+    """
+    r = np.asarray(rewards, dtype=float)
+    if len(contexts) != len(r):
+        raise ValueError(f"{len(r)} rewards but {len(contexts)} contexts")
+    mean_all = r.mean()
+    adv = np.empty_like(r)
+    for i, c in enumerate(contexts):
+        if c is None:
+            adv[i] = r[i] - mean_all
+        else:
+            mean_c = np.mean([r[j] for j, cj in enumerate(contexts) if cj == c])
+            adv[i] = (r[i] - mean_c) + lam * (mean_c - mean_all)
+    if normalize:
+        adv = (adv - adv.mean()) / (adv.std() + 1e-5)
+    return adv
+
+
+def intra_inter_terms(rewards: Sequence[float], contexts: Sequence[int | None]) -> tuple[np.ndarray, np.ndarray]:
+    """For logging: per hinted rollout, the intra (r_i - mean_c) and inter (mean_c - mean_all) terms."""
+    r = np.asarray(rewards, dtype=float)
+    hinted = [i for i, c in enumerate(contexts) if c is not None]
+    intra = np.array([r[i] - np.mean([r[j] for j, cj in enumerate(contexts) if cj == contexts[i]]) for i in hinted])
+    inter = np.array([r[i] - r.mean() for i in hinted]) - intra
+    return intra, inter
+
+
+def distillation_loss(advantages, seq_logps):
+    """Hint-to-hint-free distillation term (paper Eq. for L_distill):
+
+        L_distill = mean_i( -A_i * log pi(y_i | x0) )
+
+    ``seq_logps`` are the per-token *mean* log-probs of each completion under the
+    hint-free prompt x0 (as in the authors' code; the paper writes the sequence
+    log-prob, whose sum would weight long completions more). Works on numpy arrays
+    and torch tensors alike.
+    """
+    return (-advantages * seq_logps).mean()

@@ -53,7 +53,7 @@ def training_curves(run_dirs: list[str], out: str | Path, window: int = 5) -> Pa
         ax_t.plot([r["cumulative_rollout_tokens"] / 1e3 for r in rows],
                   _smooth([r["reward_mean"] for r in rows], window), color=color, label=label)
     ax_r.set_xlabel("training step")
-    ax_r.set_ylabel(f"train reward (moving avg, {window} steps)")
+    ax_r.set_ylabel(f"train reward ({window}-step avg)")
     ax_t.set_xlabel("cumulative rollout tokens (thousands)")
     ax_r.legend(fontsize=7, frameon=False)
     for ax in (ax_r, ax_t):

@@ -23,8 +23,12 @@ class BaseModelConfig:
     examples: int = 40000
     hard_fraction: float = 0.5
     hinted_fraction: float = 0.4
-    # Each arithmetic fact of the family is drilled this many times (see task.arithmetic_facts).
-    arithmetic_drills: int = 4
+    # Phase 1 ("pretraining"): every arithmetic fact of the family, drilled this many
+    # times for drill_epochs. Phase 2 (SFT on traces) keeps replaying each fact
+    # `arithmetic_replay` times so the table is not forgotten.
+    arithmetic_drills: int = 100
+    drill_epochs: float = 2.0
+    arithmetic_replay: int = 10
     # Which strategy an unhinted trace uses, independently of the problem.
     unhinted_strategy_weights: dict[str, float] = field(
         default_factory=lambda: {
@@ -32,6 +36,16 @@ class BaseModelConfig:
             "first_difference": 0.17,
             "sum_of_last_two": 0.05,
             "difference_table": 0.03,
+        }
+    )
+    # Which strategy a hinted example names. The always-right strategy has the longest
+    # trace, so it gets the most practice; this does not change the unhinted habit.
+    hinted_strategy_weights: dict[str, float] = field(
+        default_factory=lambda: {
+            "common_difference": 0.2,
+            "first_difference": 0.15,
+            "sum_of_last_two": 0.15,
+            "difference_table": 0.5,
         }
     )
     hidden_size: int = 128
@@ -50,19 +64,25 @@ def sft_examples(cfg: BaseModelConfig) -> list[tuple[str, str]]:
     rng = random.Random(f"sft:{cfg.seed}")
     names = list(cfg.unhinted_strategy_weights)
     weights = [cfg.unhinted_strategy_weights[n] for n in names]
+    h_names = list(cfg.hinted_strategy_weights)
+    h_weights = [cfg.hinted_strategy_weights[n] for n in h_names]
     problems = task.training_problems(cfg.seed, cfg.examples, cfg.hard_fraction, prefix="sft")
     out = []
     for p in problems:
         if rng.random() < cfg.hinted_fraction:
-            strategy = rng.choice(list(task.STRATEGIES))
+            strategy = rng.choices(h_names, h_weights)[0]
             user = task.prompt_text(p.text(), task.hint_line(strategy))
         else:
             strategy = rng.choices(names, weights)[0]
             user = task.prompt_text(p.text())
         out.append((user, task.trace(p.terms, strategy)))
-    out += [task.drill(f) for f in task.arithmetic_facts() for _ in range(cfg.arithmetic_drills)]
+    out += [task.drill(f) for f in task.arithmetic_facts() for _ in range(cfg.arithmetic_replay)]
     rng.shuffle(out)
     return out
+
+
+def drill_examples(cfg: BaseModelConfig) -> list[tuple[str, str]]:
+    return [task.drill(f) for f in task.arithmetic_facts() for _ in range(cfg.arithmetic_drills)]
 
 
 def _encode(tokenizer, examples):
@@ -108,6 +128,55 @@ def new_model(tokenizer, cfg: BaseModelConfig):
     return LlamaForCausalLM(mcfg)
 
 
+def _length_bucketed_batches(lengths, batch_size: int, gen) -> list:
+    """Shuffled batches of similar-length rows: far less padding than random batches."""
+    import torch
+
+    order = torch.randperm(len(lengths), generator=gen).tolist()
+    chunk = batch_size * 50
+    batches = []
+    for start in range(0, len(order), chunk):
+        part = sorted(order[start : start + chunk], key=lambda i: lengths[i])
+        batches += [part[i : i + batch_size] for i in range(0, len(part), batch_size)]
+    perm = torch.randperm(len(batches), generator=gen).tolist()
+    return [batches[i] for i in perm]
+
+
+def _train_phase(model, tokenizer, examples, epochs: float, cfg: BaseModelConfig, gen, log, name: str) -> list:
+    import torch
+
+    ids, attn, loss_mask = _encode(tokenizer, examples)
+    lengths = attn.sum(1).tolist()
+    steps = math.ceil(epochs * len(examples) / cfg.batch_size)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
+    warmup = min(cfg.warmup_steps, steps // 10 + 1)
+
+    def lr_at(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        return 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(1, steps - warmup)))
+
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_at)
+    model.train()
+    t0, history, batches = time.perf_counter(), [], []
+    for step in range(steps):
+        if not batches:
+            batches = _length_bucketed_batches(lengths, cfg.batch_size, gen)
+        idx = torch.tensor(batches.pop())
+        width = int(attn[idx].sum(1).max())
+        b_ids, b_attn, b_mask = ids[idx, :width], attn[idx, :width], loss_mask[idx, :width]
+        loss = model(input_ids=b_ids, attention_mask=b_attn, labels=b_ids.masked_fill(~b_mask, -100)).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        opt.zero_grad(set_to_none=True)
+        if step % 100 == 0 or step == steps - 1:
+            history.append({"phase": name, "step": step, "loss": loss.item()})
+            log(f"{name} step {step}/{steps} loss {loss.item():.4f} ({time.perf_counter() - t0:.0f}s)")
+    return history
+
+
 def train_base_model(cfg: BaseModelConfig, out_dir: str | Path, log=print) -> dict:
     """Train and save an HF model directory (model, tokenizer, generation config)."""
     import torch
@@ -115,42 +184,13 @@ def train_base_model(cfg: BaseModelConfig, out_dir: str | Path, log=print) -> di
     from .tokenizer import build_tokenizer
 
     torch.manual_seed(cfg.seed)
+    gen = torch.Generator().manual_seed(cfg.seed)
     tokenizer = build_tokenizer()
     model = new_model(tokenizer, cfg)
-    ids, attn, loss_mask = _encode(tokenizer, sft_examples(cfg))
-    n = ids.size(0)
-    steps = math.ceil(cfg.epochs * n / cfg.batch_size)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
-
-    def lr_at(step: int) -> float:
-        if step < cfg.warmup_steps:
-            return (step + 1) / cfg.warmup_steps
-        progress = (step - cfg.warmup_steps) / max(1, steps - cfg.warmup_steps)
-        return 0.5 * (1 + math.cos(math.pi * progress))
-
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_at)
-    gen = torch.Generator().manual_seed(cfg.seed)
-    order = torch.randperm(n, generator=gen)
-    model.train()
-    t0, pos, history = time.perf_counter(), 0, []
-    for step in range(steps):
-        if pos + cfg.batch_size > n:
-            order, pos = torch.randperm(n, generator=gen), 0
-        idx = order[pos : pos + cfg.batch_size]
-        pos += cfg.batch_size
-        b_ids, b_attn, b_mask = ids[idx], attn[idx], loss_mask[idx]
-        width = int(b_attn.sum(1).max())
-        b_ids, b_attn, b_mask = b_ids[:, :width], b_attn[:, :width], b_mask[:, :width]
-        labels = b_ids.masked_fill(~b_mask, -100)
-        loss = model(input_ids=b_ids, attention_mask=b_attn, labels=labels).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        opt.zero_grad(set_to_none=True)
-        if step % 100 == 0 or step == steps - 1:
-            history.append({"step": step, "loss": float(loss)})
-            log(f"sft step {step}/{steps} loss {float(loss):.4f} ({time.perf_counter() - t0:.0f}s)")
+    t0 = time.perf_counter()
+    history = _train_phase(model, tokenizer, drill_examples(cfg), cfg.drill_epochs, cfg, gen, log, "arithmetic")
+    traces = sft_examples(cfg)
+    history += _train_phase(model, tokenizer, traces, cfg.epochs, cfg, gen, log, "sft")
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.bos_token_id = tokenizer.bos_token_id
@@ -159,8 +199,7 @@ def train_base_model(cfg: BaseModelConfig, out_dir: str | Path, log=print) -> di
     model.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
     return {
-        "steps": steps,
-        "examples": n,
+        "examples": len(traces),
         "parameters": sum(p.numel() for p in model.parameters()),
         "final_loss": history[-1]["loss"],
         "seconds": time.perf_counter() - t0,

@@ -1,7 +1,9 @@
-"""The model organism: "find the next term" of an integer sequence.
+"""The model organism: "find the next term" of a sequence, in arithmetic mod 10.
 
-A problem shows the first four terms t0..t3 of t_n = a + b*n + c*n^2 and asks for t4.
-*Easy* problems are arithmetic (c = 0); *hard* ones are quadratic (c >= 1).
+A problem shows the first four terms t0..t3 of t_n = a + b*n + c*n^2 (mod 10) and asks
+for t4. *Easy* problems are arithmetic (c = 0); *hard* ones are quadratic (c != 0).
+Working mod 10 keeps the arithmetic a 10x10 table, which a tiny model learns exactly;
+with unbounded integers it memorised traces and was off by one or two on new sequences.
 
 Strategies (each a named, step-by-step trace):
 
@@ -22,19 +24,15 @@ organism's tokenizer is a plain word-level vocabulary (see ``tokenizer.py``).
 
 from __future__ import annotations
 
+import hashlib
 import random
 import re
 from dataclasses import dataclass
 
+MODULUS = 10
 # Largest integer that can appear anywhere in a problem or trace (the tokenizer has one
 # token per integer 0..MAX_NUMBER).
-MAX_NUMBER = 160
-
-# The family t_n = a + b n + c n^2: ranges of the coefficients (inclusive).
-A_RANGE = (0, 30)
-B_RANGE_HARD = (0, 6)
-C_RANGE_HARD = (1, 3)
-B_RANGE_EASY = (1, 9)
+MAX_NUMBER = MODULUS - 1
 
 
 @dataclass(frozen=True)
@@ -67,7 +65,7 @@ class Problem:
     coeffs: tuple[int, int, int]  # (a, b, c) of t_n = a + b n + c n^2
 
     def text(self) -> str:
-        return "find the next term : " + " ".join(str(t) for t in self.terms)
+        return "find the next term mod 10 : " + " ".join(str(t) for t in self.terms)
 
     def to_record(self) -> dict:
         return {
@@ -81,33 +79,39 @@ class Problem:
 
 
 def _coeff_space(hard: bool) -> list[tuple[int, int, int]]:
-    """Every (a, b, c) of the family. Hard = quadratic, easy = arithmetic."""
-    if hard:
-        # a + b == 3c is exactly when "sum of last two" lands on t4 by luck; leave those
-        # out so that on hard problems only the difference table is right.
-        return [
-            (a, b, c)
-            for a in range(A_RANGE[0], A_RANGE[1] + 1)
-            for b in range(B_RANGE_HARD[0], B_RANGE_HARD[1] + 1)
-            for c in range(C_RANGE_HARD[0], C_RANGE_HARD[1] + 1)
-            if a + b != 3 * c
-        ]
-    return [
-        (a, b, 0)
-        for a in range(A_RANGE[0], A_RANGE[1] + 1)
-        for b in range(B_RANGE_EASY[0], B_RANGE_EASY[1] + 1)
-    ]
+    """Every (a, b, c) of the family. Hard = quadratic, easy = arithmetic (b != 0)."""
+    m = MODULUS
+    if not hard:
+        return [(a, b, 0) for a in range(m) for b in range(1, m)]
+    out = []
+    for a in range(m):
+        for b in range(m):
+            for c in range(1, m):
+                t = [(a + b * n + c * n * n) % m for n in range(5)]
+                # Leave out sequences on which a fallible strategy is right by luck
+                # (2c = 0 mod 10 makes the common difference right; t2 + t3 = t4 makes the
+                # Fibonacci guess right), so on hard problems only the difference table is.
+                if (2 * c) % m == 0 or (6 * c) % m == 0 or (t[2] + t[3]) % m == t[4]:
+                    continue
+                out.append((a, b, c))
+    return out
 
 
 def is_held_out(coeffs: tuple[int, int, int]) -> bool:
-    """A fixed quarter of the family is reserved for evaluation, never trained on."""
+    """A fixed part of the family is reserved for evaluation and never trained on:
+    a quarter of the hard problems and half of the (fewer) easy ones.
+
+    The split hashes the coefficients: a linear rule (say (a + b) % 2) would hold out
+    sequences that share structure (parities) the training split never shows.
+    """
     a, b, c = coeffs
-    return (7 * a + 3 * b + c) % 4 == 0
+    h = int(hashlib.sha256(f"{a},{b},{c}".encode()).hexdigest(), 16)
+    return h % 4 == 0 if c else h % 2 == 0
 
 
 def _problem(coeffs: tuple[int, int, int], pid: str) -> Problem:
     a, b, c = coeffs
-    t = [a + b * n + c * n * n for n in range(5)]
+    t = [(a + b * n + c * n * n) % MODULUS for n in range(5)]
     return Problem(pid, tuple(t[:4]), t[4], c > 0, coeffs)
 
 
@@ -149,31 +153,36 @@ def evaluation_sets(seed: int, specs: dict[str, tuple[int, float]]) -> dict[str,
     return out
 
 
+def _add(x: int, y: int) -> tuple[str, int]:
+    z = (x + y) % MODULUS
+    return f"{x} + {y} = {z}", z
+
+
+def _sub(x: int, y: int) -> tuple[str, int]:
+    z = (x - y) % MODULUS
+    return f"{x} - {y} = {z}", z
+
+
 def solve(terms: tuple[int, ...] | list[int], strategy: str) -> tuple[list[str], int]:
-    """Apply a strategy to the four terms: returns (trace steps, predicted next term)."""
+    """Apply a strategy to the four terms: returns (trace steps, predicted next term), mod 10."""
     t0, t1, t2, t3 = terms
     if strategy == "common_difference":
-        d = t3 - t2
-        return [f"{t3} - {t2} = {d}", f"{t3} + {d} = {t3 + d}"], t3 + d
+        s1, d = _sub(t3, t2)
+        s2, nxt = _add(t3, d)
+        return [s1, s2], nxt
     if strategy == "first_difference":
-        d = t1 - t0
-        return [f"{t1} - {t0} = {d}", f"{t3} + {d} = {t3 + d}"], t3 + d
+        s1, d = _sub(t1, t0)
+        s2, nxt = _add(t3, d)
+        return [s1, s2], nxt
     if strategy == "sum_of_last_two":
-        return [f"{t2} + {t3} = {t2 + t3}"], t2 + t3
+        s1, nxt = _add(t2, t3)
+        return [s1], nxt
     if strategy == "difference_table":
-        d1, d2, d3 = t1 - t0, t2 - t1, t3 - t2
-        s1, s2 = d2 - d1, d3 - d2
-        nd = d3 + s2
-        steps = [
-            f"{t1} - {t0} = {d1}",
-            f"{t2} - {t1} = {d2}",
-            f"{t3} - {t2} = {d3}",
-            f"{d2} - {d1} = {s1}",
-            f"{d3} - {d2} = {s2}",
-            f"{d3} + {s2} = {nd}",
-            f"{t3} + {nd} = {t3 + nd}",
-        ]
-        return steps, t3 + nd
+        (e1, d1), (e2, d2), (e3, d3) = _sub(t1, t0), _sub(t2, t1), _sub(t3, t2)
+        (e4, s1), (e5, s2) = _sub(d2, d1), _sub(d3, d2)
+        e6, nd = _add(d3, s2)
+        e7, nxt = _add(t3, nd)
+        return [e1, e2, e3, e4, e5, e6, e7], nxt
     raise KeyError(f"unknown strategy {strategy!r}; known: {sorted(STRATEGIES)}")
 
 
@@ -214,8 +223,14 @@ def hint_line(strategy: str) -> str:
 
 
 def prompt_text(problem_text: str, hint: str | None = None) -> str:
-    """User message: the problem, plus a hint line when nudged (x1); without it this is x0."""
-    return problem_text if hint is None else f"{problem_text} . {hint}"
+    """User message: the problem (x0), with a hint line in front when nudged (x1).
+
+    The hint goes *before* the problem so that the trace sits at the same relative
+    distance from the problem's terms with and without a hint: the tiny model copies
+    operands by relative position, and a hint after the problem made its hint-free
+    traces of a strategy fail where the hinted ones succeeded.
+    """
+    return problem_text if hint is None else f"{hint} . {problem_text}"
 
 
 _STRATEGY_RE = re.compile(r"strategy\s*:\s*([a-z ]+?)\s*\.")

@@ -21,7 +21,7 @@ CHAT_TEMPLATE = (
 )
 
 _FIXED_WORDS = (
-    "system user assistant compute find the next term : . hint use strategy answer \\boxed{ } "
+    "system user assistant compute mod 10 find the next term : . hint use strategy answer \\boxed{ } "
     "- + = add last two terms"
 ).split()
 
