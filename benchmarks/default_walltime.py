@@ -31,9 +31,10 @@ def main() -> None:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="nudgerl-bench-") as tmp:
         work = Path(tmp)
-        for name in ("Snakefile", "workflow", "config", "profiles"):
+        for name in ("Snakefile", "workflow", "config", "profiles", "dvc.yaml", "params.yaml"):
             src = REPO / name
             (shutil.copytree if src.is_dir() else shutil.copy)(src, work / name)
+        subprocess.run(["dvc", "init", "--no-scm", "-q"], cwd=work, check=True)
         t0 = time.perf_counter()
         proc = subprocess.run(["snakemake", "--cores", str(args.cores), "--configfile", args.configfile],
                               cwd=work, capture_output=True, text=True)
@@ -51,7 +52,8 @@ def main() -> None:
             r["cpu_s"] += float(row.get("cpu_time") or 0)
             r["max_rss_mb"] = max(r["max_rss_mb"], float(row.get("max_rss") or 0))
         cpu = sum(r["cpu_s"] for r in per_rule.values())
-        table1 = (work / "results" / "tables" / "table1.md").read_text()
+        tables = {p.name: p.read_text() for p in sorted((work / "results" / "tables").glob("*.md"))}
+        tables["base_model.md"] = (work / "results" / "diagnostics" / "base_model.md").read_text()
     record = {
         "configfile": args.configfile,
         "cores": args.cores,
@@ -60,7 +62,7 @@ def main() -> None:
         "per_rule": per_rule,
         "machine": {"platform": platform.platform(), "cpus": __import__("os").cpu_count()},
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "table1": table1,
+        "tables": tables,
     }
     Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
     print(json.dumps({k: record[k] for k in ("wall_seconds", "cpu_utilisation")}))

@@ -1,5 +1,6 @@
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -10,13 +11,18 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 REPO = Path(__file__).resolve().parents[1]
 
 
+WORKFLOW_FILES = ("Snakefile", "workflow", "config", "profiles", "dvc.yaml", "params.yaml")
+
+
+def copy_workflow(dest: Path) -> Path:
+    """A scratch copy of the workflow with its own DVC repo: runs never touch results/."""
+    for name in WORKFLOW_FILES:
+        src = REPO / name
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, dest / name)
+    subprocess.run(["dvc", "init", "--no-scm", "-q"], cwd=dest, check=True)
+    return dest
+
+
 @pytest.fixture
 def workdir(tmp_path):
-    """A scratch copy of the workflow (Snakefile, rules, configs): runs never touch results/."""
-    for name in ("Snakefile", "workflow", "config", "profiles"):
-        src = REPO / name
-        if src.is_dir():
-            shutil.copytree(src, tmp_path / name)
-        else:
-            shutil.copy(src, tmp_path / name)
-    return tmp_path
+    return copy_workflow(tmp_path)

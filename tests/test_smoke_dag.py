@@ -16,14 +16,9 @@ def snakemake(workdir, *args, timeout=900):
 
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory):
-    import shutil
+    from conftest import copy_workflow
 
-    from conftest import REPO
-
-    workdir = tmp_path_factory.mktemp("smoke")
-    for name in ("Snakefile", "workflow", "config", "profiles"):
-        src = REPO / name
-        (shutil.copytree if src.is_dir() else shutil.copy)(src, workdir / name)
+    workdir = copy_workflow(tmp_path_factory.mktemp("smoke"))
     proc = snakemake(workdir, "--cores", "2", "--configfile", "config/smoke.yaml")
     assert proc.returncode == 0, proc.stderr[-4000:]
     return workdir
@@ -32,7 +27,7 @@ def smoke_run(tmp_path_factory):
 def test_table1_has_base_and_every_grpo_row(smoke_run):
     res = smoke_run / "results"
     df = pd.read_csv(res / "tables" / "table1.csv")
-    assert set(df.label) == {"Base", "GRPO (N=2)", "GRPO (N=4)"}
+    assert set(df.label) == {"Base", "GRPO (N=2)", "GRPO (N=4)", "POPE (N=2)", "NudgeRL (N=4)"}
     assert set(df.benchmark) == {"aime24", "aime25", "amc23", "math500", "apex", "avg"}
     assert df["pass@1"].between(0, 1).all() and (df.ci_low <= df["pass@1"]).all()
     assert "| GRPO (N=4) |" in (res / "tables" / "table1.md").read_text()
@@ -83,3 +78,44 @@ def test_report_builds(smoke_run):
     assert proc.returncode == 0, proc.stderr[-3000:]
     html = (smoke_run / "report.html").read_text(errors="replace")
     assert "table1.csv" in html and "training_curves.png" in html
+
+
+def test_nudgerl_runs_pools_and_ablation_tables(smoke_run):
+    res = smoke_run / "results"
+    pools = [json.loads(line) for line in (res / "pools" / "pools_organism.jsonl").read_text().splitlines()]
+    assert len(pools) == 64 and all(len(p["hints"]) == 3 for p in pools)
+    ranked = [json.loads(line) for line in (res / "pools" / "pools_organism.ranked.jsonl").read_text().splitlines()]
+    assert all(len(r["hints"]) == 2 and set(r["scores"]) == set(p["hints"]) for r, p in zip(ranked, pools))
+    rows = [json.loads(line) for line in (res / "runs" / "nudgerl4" / "seed0" / "metrics.jsonl").read_text().splitlines()]
+    assert all("nudge/frac_hinted" in r and "nudge/distill_loss" in r for r in rows)
+    for name, labels in [("pdrop", {"p_drop = 0.5", "p_drop = 1"}),
+                         ("hint_sampling", {"sequential (main)", "top-ranked"}),
+                         ("distill", {"lambda_distill = 0", "lambda_distill = 0.1"})]:
+        df = pd.read_csv(res / "tables" / f"ablation_{name}.csv")
+        assert set(df.label) == labels, name
+        assert (res / "tables" / f"ablation_{name}.tex").read_text().count(r"\\") >= len(labels)
+    # p_drop = 1 drops every hint: no rollout of that run was hinted
+    rows = [json.loads(line) for line in
+            (res / "runs" / "nudgerl4_pdrop1" / "seed0" / "metrics.jsonl").read_text().splitlines()]
+    assert all(r["nudge/frac_hinted"] == 0.0 for r in rows)
+
+
+def test_pool_stage_restores_from_dvc_cache(smoke_run):
+    pools = smoke_run / "results" / "pools" / "pools_organism.jsonl"
+    before = pools.read_text()
+    pools.unlink()
+    proc = snakemake(smoke_run, "results/pools/pools_organism.jsonl", "--cores", "1", "--configfile", "config/smoke.yaml")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert pools.read_text() == before
+    log = (smoke_run / "results" / "logs" / "strategy_pools.log").read_text()
+    # DVC restored the outputs from its cache: the stage command (the backend) did not run.
+    assert "is cached - skipping run" in log, log
+    assert "Running stage" not in log
+
+
+def test_pope_run_used_oracle_prefixes(smoke_run):
+    res = smoke_run / "results"
+    oracles = [json.loads(line) for line in (res / "oracles" / "oracles_organism.jsonl").read_text().splitlines()]
+    assert len(oracles) == 64 and all(o["solution"].startswith("strategy : difference table") for o in oracles)
+    report = json.loads((res / "runs" / "pope2" / "seed0" / "train_report.json").read_text())
+    assert 20 < report["guided_problems"] < 44  # about half of the 64 problems

@@ -5,7 +5,7 @@ import json
 import pandas as pd
 import pytest
 
-from nudgerl.tables import table1
+from nudgerl.tables import write_table
 
 
 def _write(root, method, seed, bench, cs, n=4):
@@ -22,7 +22,8 @@ def test_table1_values_and_formats(tmp_path):
         _write(tmp_path, "base", seed, "apex", [0, 0, 0, 0])
         _write(tmp_path, "grpo8", seed, "aime24", [4, 4, 4, 2 * seed])
         _write(tmp_path, "grpo8", seed, "apex", [2, 2, 2, 2])
-    paths = table1(tmp_path, ["base", "grpo8"], ["aime24", "apex"], [0, 1], tmp_path / "t" / "table1", n_boot=300)
+    paths = write_table(tmp_path, ["base", "grpo8"], ["aime24", "apex"], [0, 1], tmp_path / "t" / "table1", "Table 1",
+                        n_boot=300)
     df = pd.read_csv(paths[0])
     cell = df[(df.method == "grpo8") & (df.benchmark == "aime24")].iloc[0]
     assert cell["pass@1"] == pytest.approx((3 / 4 + (3 + 0.5) / 4) / 2)
@@ -39,4 +40,4 @@ def test_mismatched_problem_ids_across_seeds_is_an_error(tmp_path):
     _write(tmp_path, "base", 0, "aime24", [0, 1])
     _write(tmp_path, "base", 1, "aime24", [0, 1, 2])
     with pytest.raises(ValueError, match="problem ids differ"):
-        table1(tmp_path, ["base"], ["aime24"], [0, 1], tmp_path / "table1", n_boot=100)
+        write_table(tmp_path, ["base"], ["aime24"], [0, 1], tmp_path / "table1", "Table 1", n_boot=100)

@@ -122,24 +122,99 @@ def cmd_evaluate(args) -> None:
     print(json.dumps({k: v["pass@1"] for k, v in summaries.items()}, indent=2))
 
 
-def cmd_table1(args) -> None:
-    from .io import write_provenance
-    from .tables import table1
-
-    paths = table1(args.eval_root, args.methods, args.benchmarks, args.seeds, args.out_prefix,
-                   n_boot=args.bootstrap_samples)
-    for path in paths:
-        write_provenance(path, {"methods": args.methods, "benchmarks": args.benchmarks},
-                         {"runs": args.seeds, "bootstrap": 0},
-                         [str(p) for p in Path(args.eval_root).rglob("*.problems.jsonl")])
-
-
 def cmd_plot_curves(args) -> None:
     from .io import write_provenance
     from .plots import training_curves
 
     path = training_curves(args.runs, args.out)
     write_provenance(path, {"runs": args.runs}, {}, [f"{r}/metrics.jsonl" for r in args.runs])
+
+
+def cmd_make_pools(args) -> None:
+    import yaml
+
+    from .io import read_jsonl
+    from .pools import PoolConfig, build_pools
+
+    params = yaml.safe_load(Path(args.params_file).read_text())
+    if args.section not in params:
+        raise KeyError(f"{args.params_file} has no section {args.section!r}")
+    cfg = PoolConfig.from_dict(params[args.section])
+    stats = build_pools(read_jsonl(args.problems), cfg, args.out)
+    print(json.dumps({k: v for k, v in stats.items() if k != "config"}, indent=2))
+
+
+def cmd_make_oracles(args) -> None:
+    import yaml
+
+    from .io import read_jsonl
+    from .oracles import OracleConfig, build_oracles
+
+    params = yaml.safe_load(Path(args.params_file).read_text())
+    if args.section not in params:
+        raise KeyError(f"{args.params_file} has no section {args.section!r}")
+    stats = build_oracles(read_jsonl(args.problems), OracleConfig.from_dict(params[args.section]), args.out)
+    print(json.dumps({k: v for k, v in stats.items() if k != "config"}, indent=2))
+
+
+def cmd_train_pope(args) -> None:
+    _threads(args.threads)
+    from .io import atomic_write_text, read_jsonl, write_provenance
+    from .training.grpo import GRPORunConfig
+    from .training.pope import POPEConfig, train_pope
+
+    pope = POPEConfig.from_dict(args.pope)
+    params = dict(args.params, num_generations=args.num_generations, seed=args.seed)
+    cfg = GRPORunConfig.from_dict(params)
+    oracles = {r["id"]: r["solution"] for r in read_jsonl(args.oracles)}
+    out = Path(args.out_dir)
+    report = train_pope(args.model, read_jsonl(args.train), oracles, cfg, pope, out)
+    atomic_write_text(out / "train_report.json", json.dumps(report, indent=2, default=str))
+    write_provenance(out / "model", {**params, "pope": args.pope}, {"train": args.seed}, [args.train, args.oracles])
+
+
+def cmd_rank_hints(args) -> None:
+    _threads(args.threads)
+    from .io import read_jsonl, write_jsonl, write_provenance
+    from .ranking import rank_pools
+
+    rows = rank_pools(args.model, read_jsonl(args.train), read_jsonl(args.pools), args.params)
+    write_jsonl(args.out, rows)
+    write_provenance(args.out, args.params, {"sampling": args.params.get("seed", 0)},
+                     [args.model, args.train, args.pools])
+
+
+def cmd_train_nudgerl(args) -> None:
+    _threads(args.threads)
+    from .io import atomic_write_text, read_jsonl, write_provenance
+    from .training.grpo import GRPORunConfig
+    from .training.nudgerl import NudgeRLConfig, train_nudgerl
+
+    nudge = NudgeRLConfig.from_dict(args.nudge)
+    params = dict(args.params, num_generations=nudge.M * nudge.K, seed=args.seed)
+    cfg = GRPORunConfig.from_dict(params)
+    pools = {r["id"]: r["hints"] for r in read_jsonl(args.pools)}
+    records = []
+    for r in read_jsonl(args.train):
+        if r["id"] not in pools:
+            raise KeyError(f"{args.pools} has no pool for training problem {r['id']!r}")
+        records.append({"prompt": [{"role": "user", "content": r["problem"]}], "answer": r["answer"],
+                        "id": r["id"], "hints": pools[r["id"]]})
+    out = Path(args.out_dir)
+    report = train_nudgerl(args.model, records, cfg, nudge, out)
+    atomic_write_text(out / "train_report.json", json.dumps(report, indent=2, default=str))
+    write_provenance(out / "model", {**params, "nudge": args.nudge}, {"train": args.seed}, [args.train, args.pools])
+
+
+def cmd_table(args) -> None:
+    from .io import write_provenance
+    from .tables import write_table
+
+    paths = write_table(args.eval_root, args.methods, args.benchmarks, args.seeds, args.out_prefix,
+                        title=args.title, n_boot=args.bootstrap_samples, labels=args.labels)
+    for path in paths:
+        write_provenance(path, {"methods": args.methods, "benchmarks": args.benchmarks}, {"runs": args.seeds},
+                         [str(p) for m in args.methods for p in (Path(args.eval_root) / m).rglob("*.problems.jsonl")])
 
 
 def cmd_diagnostics_md(args) -> None:
@@ -192,11 +267,54 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--seed", type=int, default=0)
             p.add_argument("--out-dir", required=True)
 
-    p = add("table1", cmd_table1, "Table 1 (csv, md, tex) from evaluation records")
+    p = add("make-pools", cmd_make_pools, "strategy pools (run by DVC: `dvc repro pools_*`)")
+    p.add_argument("--params-file", default="params.yaml")
+    p.add_argument("--section", required=True)
+    p.add_argument("--problems", required=True)
+    p.add_argument("--out", required=True)
+
+    p = add("make-oracles", cmd_make_oracles, "oracle solutions for POPE (run by DVC: `dvc repro oracles_*`)")
+    p.add_argument("--params-file", default="params.yaml")
+    p.add_argument("--section", required=True)
+    p.add_argument("--problems", required=True)
+    p.add_argument("--out", required=True)
+
+    p = add("train-pope", cmd_train_pope, "POPE baseline: GRPO with oracle prefixes on guided problems")
+    p.add_argument("--model", required=True)
+    p.add_argument("--train", required=True)
+    p.add_argument("--oracles", required=True)
+    p.add_argument("--params", type=_json_arg, required=True, help="the grpo config section as JSON")
+    p.add_argument("--pope", type=_json_arg, required=True, help="POPE parameters as JSON")
+    p.add_argument("--num-generations", type=int, required=True)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--out-dir", required=True)
+
+    p = add("rank-hints", cmd_rank_hints, "top-ranked hint sampling: score pool hints with the base policy")
+    p.add_argument("--model", required=True)
+    p.add_argument("--train", required=True)
+    p.add_argument("--pools", required=True)
+    p.add_argument("--params", type=_json_arg, required=True)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--out", required=True)
+
+    p = add("train-nudgerl", cmd_train_nudgerl, "NudgeRL training (GRPOTrainer subclass)")
+    p.add_argument("--model", required=True)
+    p.add_argument("--train", required=True)
+    p.add_argument("--pools", required=True)
+    p.add_argument("--params", type=_json_arg, required=True, help="the grpo config section as JSON")
+    p.add_argument("--nudge", type=_json_arg, required=True, help="NudgeRL parameters as JSON")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--out-dir", required=True)
+
+    p = add("table", cmd_table, "a results table (Table 1 or an ablation) as csv, md and tex")
     p.add_argument("--eval-root", required=True)
     p.add_argument("--methods", nargs="+", required=True)
+    p.add_argument("--labels", nargs="+", help="row labels, one per method (default: derived from the ids)")
     p.add_argument("--benchmarks", nargs="+", required=True)
     p.add_argument("--seeds", nargs="+", type=int, required=True)
+    p.add_argument("--title", required=True)
     p.add_argument("--bootstrap-samples", type=int, default=2000)
     p.add_argument("--out-prefix", required=True)
 
@@ -214,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         args.fn(args)
-    except (ValueError, FileNotFoundError, KeyError) as e:
+    except (ValueError, FileNotFoundError, KeyError, RuntimeError) as e:
         print(f"nudgerl {args.command}: error: {e}", file=sys.stderr)
         return 2
     return 0

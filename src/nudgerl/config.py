@@ -27,7 +27,10 @@ def _describe(error) -> str:
     if error.validator == "additionalProperties":
         extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
         allowed = sorted(error.schema.get("properties", {}))
-        return f"unknown key(s) {extra} under '{key}'; allowed: {allowed}"
+        msg = f"unknown key(s) {extra} under '{key}'; allowed: {allowed}"
+        if key == "pools":
+            msg += " (pool parameters live in params.yaml, DVC's single source of truth)"
+        return msg
     if error.validator == "required":
         return f"'{key}' is missing a required key: {error.message}"
     return f"config key '{key}': {error.message}"
@@ -67,6 +70,16 @@ def preflight(config: dict) -> list[str]:
     weights = config.get("base_model", {}).get("unhinted_strategy_weights")
     if weights is not None and sum(weights.values()) <= 0:
         problems.append("config key 'base_model.unhinted_strategy_weights': weights must not all be zero")
+    nudge = config.get("nudgerl")
+    if nudge is not None:
+        M, K = nudge.get("M", 2), nudge.get("K", 4)
+        ranking = config.get("ranking", {})
+        if ranking.get("k", 1) > ranking.get("samples", 16):
+            problems.append("config key 'ranking.k' must be <= ranking.samples")
+        if "top_ranked" in nudge.get("ablations", {}).get("hint_sampling", []) and ranking.get("keep", 2) < M:
+            problems.append(f"config key 'ranking.keep' ({ranking.get('keep', 2)}) must be >= nudgerl.M ({M})")
+        if M * K < 2:
+            problems.append(f"config keys 'nudgerl.M' x 'nudgerl.K' = {M * K}: a group needs at least 2 rollouts")
     from .organism import task
 
     specs = {k: (v["size"], v["hard_fraction"]) for k, v in config["organism"]["benchmarks"].items()}

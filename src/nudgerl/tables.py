@@ -24,10 +24,22 @@ BENCHMARK_LABELS = {
 
 
 def method_label(method: str) -> str:
+    """Display name of a method id (``grpo16``, ``nudgerl8``, ``nudgerl8_pdrop0.25`` ...)."""
+    import re
+
     if method == "base":
         return "Base"
-    if method.startswith("grpo"):
-        return f"GRPO (N={method[4:]})"
+    if m := re.fullmatch(r"grpo(\d+)", method):
+        return f"GRPO (N={m.group(1)})"
+    if m := re.fullmatch(r"(nudgerl|pope)(\d+)(?:_(.+))?", method):
+        name = {"nudgerl": "NudgeRL", "pope": "POPE"}[m.group(1)]
+        variant = m.group(3)
+        if not variant:
+            return f"{name} (N={m.group(2)})"
+        for prefix, key in (("pdrop", "p_drop"), ("distill", "lambda_distill")):
+            if variant.startswith(prefix):
+                return f"{name} {key}={variant[len(prefix):]}"
+        return f"{name} ({variant.replace('topranked', 'top-ranked')} hints)"
     return method
 
 
@@ -67,7 +79,12 @@ def _cell(row, tex=False) -> str:
     return f"{100 * row['pass@1']:.1f}{pm}"
 
 
-def render(df: pd.DataFrame, methods, benchmarks, seeds, samples, title="Table 1") -> tuple[str, str]:
+def _tex(text: str) -> str:
+    return text.replace("_", r"\_").replace("%", r"\%")
+
+
+def render(df: pd.DataFrame, methods, benchmarks, seeds, samples, title="Table 1", labels=None) -> tuple[str, str]:
+    labels = labels or [method_label(m) for m in methods]
     cols = [BENCHMARK_LABELS.get(b, b) for b in benchmarks] + ["Avg"]
     caption = (
         f"{title}: pass@1 (%) with 95% bootstrap interval over problems"
@@ -75,27 +92,30 @@ def render(df: pd.DataFrame, methods, benchmarks, seeds, samples, title="Table 1
     )
     md = [f"**{caption}**", "", "| Method | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
     tex = [
-        r"\begin{table}[t]", r"\centering", rf"\caption{{{caption}}}",
+        r"\begin{table}[t]", r"\centering", rf"\caption{{{_tex(caption)}}}",
         r"\begin{tabular}{l" + "c" * len(cols) + "}", r"\toprule",
         "Method & " + " & ".join(cols) + r" \\", r"\midrule",
     ]
-    for m in methods:
+    for m, label in zip(methods, labels):
         sub = df[df.method == m].set_index("benchmark")
         cells = [_cell(sub.loc[b]) for b in [*benchmarks, "avg"]]
         tcells = [_cell(sub.loc[b], tex=True) for b in [*benchmarks, "avg"]]
-        md.append(f"| {method_label(m)} | " + " | ".join(cells) + " |")
-        tex.append(f"{method_label(m)} & " + " & ".join(tcells) + r" \\")
+        md.append(f"| {label} | " + " | ".join(cells) + " |")
+        tex.append(f"{_tex(label)} & " + " & ".join(tcells) + r" \\")
     tex += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
     return "\n".join(md) + "\n", "\n".join(tex) + "\n"
 
 
-def table1(eval_root, methods, benchmarks, seeds, out_prefix, n_boot=2000) -> list[Path]:
+def write_table(eval_root, methods, benchmarks, seeds, out_prefix, title, n_boot=2000, labels=None) -> list[Path]:
+    """A results table (Table 1 or an ablation): one row per method, benchmark columns and Avg."""
     df, samples = build_table(eval_root, methods, benchmarks, seeds, n_boot=n_boot)
-    md, tex = render(df, methods, benchmarks, seeds, samples)
+    labels = labels or [method_label(m) for m in methods]
+    md, tex = render(df, methods, benchmarks, seeds, samples, title=title, labels=labels)
+    df.insert(1, "label", [labels[methods.index(m)] for m in df.method])
     out = Path(out_prefix)
-    df.insert(1, "label", [method_label(m) for m in df.method])
     paths = [out.with_suffix(".csv"), out.with_suffix(".md"), out.with_suffix(".tex")]
     atomic_write_text(paths[0], df.to_csv(index=False))
     atomic_write_text(paths[1], md)
     atomic_write_text(paths[2], tex)
     return paths
+

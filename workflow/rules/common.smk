@@ -5,19 +5,75 @@ RESULTS = "results"
 SEEDS = config["seeds"]
 BENCHMARKS = list(config["organism"]["benchmarks"])
 GRPO_METHODS = [f"grpo{n}" for n in config["grpo"]["group_sizes"]]
-METHODS = ["base", *GRPO_METHODS]
 THREADS = config.get("threads_per_job", 1)
+POOL_STAGE = config.get("pools", {}).get("stage", "pools_organism")
+POOLS = f"{RESULTS}/pools/{POOL_STAGE}.jsonl"
+RANKED_POOLS = f"{RESULTS}/pools/{POOL_STAGE}.ranked.jsonl"
+ORACLE_STAGE = config.get("pope", {}).get("oracle_stage", "oracles_organism")
+ORACLES = f"{RESULTS}/oracles/{ORACLE_STAGE}.jsonl"
+POPE_METHOD = f"pope{config.get('pope', {}).get('num_generations', 8)}"
+
+# NudgeRL runs: the main run and one run per ablation value, as method ids
+# (nudgerl8, nudgerl8_pdrop0.25, nudgerl8_distill0, nudgerl8_random, nudgerl8_topranked).
+_NUDGE = {k: v for k, v in config.get("nudgerl", {}).items() if k != "ablations"}
+_ABL = config.get("nudgerl", {}).get("ablations", {})
+NUDGE_MAIN = f"nudgerl{_NUDGE.get('M', 2) * _NUDGE.get('K', 4)}"
+NUDGE_RUNS = {NUDGE_MAIN: {"nudge": _NUDGE, "pools": POOLS}}
+ABLATIONS = {"pdrop": [], "hint_sampling": [], "distill": []}
+
+
+def _variant(suffix, pools=POOLS, **overrides):
+    """Register an ablation run; a setting equal to the main run's is the main run."""
+    nudge = {**_NUDGE, **overrides}
+    if nudge == _NUDGE and pools == POOLS:
+        return NUDGE_MAIN
+    NUDGE_RUNS[f"{NUDGE_MAIN}_{suffix}"] = {"nudge": nudge, "pools": pools}
+    return f"{NUDGE_MAIN}_{suffix}"
+
+
+for p in sorted(set(_ABL.get("p_drop", [])) | {_NUDGE.get("p_drop", 0.5)}):
+    ABLATIONS["pdrop"].append((_variant(f"pdrop{p:g}", p_drop=p), f"p_drop = {p:g}"))
+for l in sorted(set(_ABL.get("lambda_distill", [])) | {_NUDGE.get("lambda_distill", 0.1)}):
+    ABLATIONS["distill"].append((_variant(f"distill{l:g}", lambda_distill=l), f"lambda_distill = {l:g}"))
+for s in _ABL.get("hint_sampling", []):
+    if s == "top_ranked":
+        ABLATIONS["hint_sampling"].append((_variant("topranked", pools=RANKED_POOLS), "top-ranked"))
+    else:
+        ABLATIONS["hint_sampling"].append((_variant(s, hint_sampler=s), s))
+if ABLATIONS["hint_sampling"] and not any(m == NUDGE_MAIN for m, _ in ABLATIONS["hint_sampling"]):
+    ABLATIONS["hint_sampling"].insert(0, (NUDGE_MAIN, f"{_NUDGE.get('hint_sampler', 'sequential')} (main)"))
+ABLATIONS = {k: v for k, v in ABLATIONS.items() if len(v) > 1}
+ABLATION_TITLES = {
+    "pdrop": "Ablation: hint drop probability p_drop",
+    "hint_sampling": "Ablation: how the M hints are chosen from the pool",
+    "distill": "Ablation: distillation weight lambda_distill",
+}
+METHODS = ["base", *GRPO_METHODS, POPE_METHOD, NUDGE_MAIN]
+TRAINED = [*GRPO_METHODS, *NUDGE_RUNS]
 
 
 wildcard_constraints:
     seed=r"\d+",
     n=r"\d+",
-    method=r"base|grpo\d+",
+    method=r"base|grpo\d+|pope\d+|nudgerl\d+(_[a-z0-9.]+)?",
+    ablation=r"pdrop|hint_sampling|distill",
 
 
 def section(name, **extra):
     """A config section as JSON for a rule's `params` (changes re-run the rule)."""
     return json.dumps({**config.get(name, {}), **extra}, sort_keys=True)
+
+
+def dvc_stage_definition(stage):
+    """The DVC stage and its params.yaml section, as JSON for a rule's `params`: the rule
+    re-runs when they change, and not when another stage's parameters do."""
+    import yaml
+
+    stages = yaml.safe_load(open("dvc.yaml"))["stages"]
+    if stage not in stages:
+        raise ValueError(f"dvc.yaml has no stage {stage!r} (config key 'pools.stage' or 'pope.oracle_stage')")
+    section = yaml.safe_load(open("params.yaml")).get(stage)
+    return json.dumps({"stage": stages[stage], "params": section}, sort_keys=True)
 
 
 def benchmark_files():
@@ -36,4 +92,5 @@ def final_outputs():
         f"{RESULTS}/diagnostics/base_model.md",
         *expand(f"{RESULTS}/tables/table1.{{ext}}", ext=["csv", "md", "tex"]),
         f"{RESULTS}/figures/training_curves.png",
+        *expand(f"{RESULTS}/tables/ablation_{{ablation}}.{{ext}}", ablation=list(ABLATIONS), ext=["csv", "md", "tex"]),
     ]

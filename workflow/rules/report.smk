@@ -1,5 +1,5 @@
 rule table1:
-    """The paper's Table 1: pass@1 per benchmark and Avg, rows Base and GRPO at each N."""
+    """The paper's Table 1: pass@1 per benchmark and Avg: Base, GRPO at each N, POPE, NudgeRL."""
     input:
         expand(f"{RESULTS}/eval/{{method}}/seed{{seed}}/summary.json", method=METHODS, seed=SEEDS),
     output:
@@ -24,14 +24,15 @@ rule table1:
     benchmark:
         f"{RESULTS}/benchmarks/table1.tsv"
     shell:
-        "nudgerl table1 --eval-root {params.eval_root} --methods {params.methods} --benchmarks {params.benchmarks} "
-        "--seeds {params.seeds} --bootstrap-samples {params.n_boot} --out-prefix {params.prefix} > {log} 2>&1"
+        "nudgerl table --title 'Table 1' --eval-root {params.eval_root} --methods {params.methods} "
+        "--benchmarks {params.benchmarks} --seeds {params.seeds} --bootstrap-samples {params.n_boot} "
+        "--out-prefix {params.prefix} > {log} 2>&1"
 
 
 rule training_curves:
     """Training reward against step and against rollout tokens for every GRPO run."""
     input:
-        expand(f"{RESULTS}/runs/{{method}}/seed{{seed}}/metrics.jsonl", method=GRPO_METHODS, seed=SEEDS),
+        expand(f"{RESULTS}/runs/{{method}}/seed{{seed}}/metrics.jsonl", method=[*GRPO_METHODS, POPE_METHOD, NUDGE_MAIN], seed=SEEDS),
     output:
         report(
             f"{RESULTS}/figures/training_curves.png",
@@ -39,7 +40,7 @@ rule training_curves:
             category="Main results",
         ),
     params:
-        runs=expand(f"{RESULTS}/runs/{{method}}/seed{{seed}}", method=GRPO_METHODS, seed=SEEDS),
+        runs=expand(f"{RESULTS}/runs/{{method}}/seed{{seed}}", method=[*GRPO_METHODS, POPE_METHOD, NUDGE_MAIN], seed=SEEDS),
     conda:
         "../envs/nudgerl.yaml"
     log:
@@ -68,3 +69,40 @@ rule diagnostics_report:
         f"{RESULTS}/benchmarks/diagnostics_report.tsv"
     shell:
         "nudgerl diagnostics-md --input {input} --out {output} > {log} 2>&1"
+
+
+rule ablation_table:
+    """NudgeRL ablations (p_drop, hint sampling, lambda_distill), one row per variant."""
+    input:
+        lambda w: expand(
+            f"{RESULTS}/eval/{{method}}/seed{{seed}}/summary.json",
+            method=[m for m, _ in ABLATIONS[w.ablation]],
+            seed=SEEDS,
+        ),
+    output:
+        csv=report(
+            f"{RESULTS}/tables/ablation_{{ablation}}.csv",
+            caption="../report/ablation.rst",
+            category="Ablations",
+        ),
+        md=f"{RESULTS}/tables/ablation_{{ablation}}.md",
+        tex=f"{RESULTS}/tables/ablation_{{ablation}}.tex",
+    params:
+        methods=lambda w: [m for m, _ in ABLATIONS[w.ablation]],
+        labels=lambda w: [label for _, label in ABLATIONS[w.ablation]],
+        title=lambda w: ABLATION_TITLES[w.ablation],
+        benchmarks=BENCHMARKS,
+        seeds=SEEDS,
+        n_boot=config.get("report", {}).get("bootstrap_samples", 2000),
+        prefix=lambda w, output: os.path.splitext(output.csv)[0],
+        eval_root=lambda w, input: os.path.dirname(os.path.dirname(os.path.dirname(input[0]))),
+    conda:
+        "../envs/nudgerl.yaml"
+    log:
+        f"{RESULTS}/logs/ablation_{{ablation}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/ablation_{{ablation}}.tsv"
+    shell:
+        "nudgerl table --eval-root {params.eval_root} --methods {params.methods} "
+        "--labels {params.labels:q} --title {params.title:q} --benchmarks {params.benchmarks} "
+        "--seeds {params.seeds} --bootstrap-samples {params.n_boot} --out-prefix {params.prefix} > {log} 2>&1"

@@ -22,3 +22,62 @@ rule train_grpo:
         "nudgerl train-grpo --model {input.model} --train {input.train} --num-generations {wildcards.n} "
         "--seed {wildcards.seed} --params {params.cfg:q} --threads {threads} --out-dir {params.run_dir} "
         "> {log} 2>&1"
+
+
+rule train_nudgerl:
+    """NudgeRL: nudged rollouts, inter-intra advantage, hint-free distillation."""
+    input:
+        model=rules.base_model.output[0],
+        train=rules.organism_data.output.train,
+        pools=lambda w: NUDGE_RUNS[w.method]["pools"],
+    output:
+        model=directory(f"{RESULTS}/runs/{{method}}/seed{{seed}}/model"),
+        metrics=f"{RESULTS}/runs/{{method}}/seed{{seed}}/metrics.jsonl",
+    wildcard_constraints:
+        method=r"nudgerl\d+(_[a-z0-9.]+)?",
+    params:
+        cfg=section("grpo"),
+        nudge=lambda w: json.dumps(NUDGE_RUNS[w.method]["nudge"], sort_keys=True),
+        run_dir=lambda w, output: os.path.dirname(output.metrics),
+    threads: THREADS
+    resources:
+        mem_mb=3000,
+    conda:
+        "../envs/nudgerl.yaml"
+    log:
+        f"{RESULTS}/logs/train_nudgerl/{{method}}_seed{{seed}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/train_nudgerl/{{method}}_seed{{seed}}.tsv"
+    shell:
+        "nudgerl train-nudgerl --model {input.model} --train {input.train} --pools {input.pools} "
+        "--seed {wildcards.seed} --params {params.cfg:q} --nudge {params.nudge:q} --threads {threads} "
+        "--out-dir {params.run_dir} > {log} 2>&1"
+
+
+rule train_pope:
+    """POPE baseline: GRPO where guided problems carry an oracle-solution prefix."""
+    input:
+        model=rules.base_model.output[0],
+        train=rules.organism_data.output.train,
+        oracles=ORACLES,
+    output:
+        model=directory(f"{RESULTS}/runs/pope{{n}}/seed{{seed}}/model"),
+        metrics=f"{RESULTS}/runs/pope{{n}}/seed{{seed}}/metrics.jsonl",
+    params:
+        cfg=section("grpo"),
+        pope=lambda w: json.dumps({k: v for k, v in config.get("pope", {}).items()
+                                   if k not in ("num_generations", "oracle_stage")}, sort_keys=True),
+        run_dir=lambda w, output: os.path.dirname(output.metrics),
+    threads: THREADS
+    resources:
+        mem_mb=3000,
+    conda:
+        "../envs/nudgerl.yaml"
+    log:
+        f"{RESULTS}/logs/train_pope/pope{{n}}_seed{{seed}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/train_pope/pope{{n}}_seed{{seed}}.tsv"
+    shell:
+        "nudgerl train-pope --model {input.model} --train {input.train} --oracles {input.oracles} "
+        "--num-generations {wildcards.n} --seed {wildcards.seed} --params {params.cfg:q} --pope {params.pope:q} "
+        "--threads {threads} --out-dir {params.run_dir} > {log} 2>&1"

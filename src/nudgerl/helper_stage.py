@@ -1,0 +1,116 @@
+"""Per-problem calls to a helper model (strategy pools, oracle solutions): the shared driver.
+
+- :func:`openai_client`: an OpenAI-compatible client whose key comes from an environment
+  variable, with the library's own retries (exponential backoff on 429/5xx/time-outs,
+  Retry-After honoured) and a counter of every HTTP attempt.
+- :func:`run_per_problem`: runs ``propose(record) -> (payload, usage)`` over many problems
+  with a concurrency limit, appends each finished problem to ``<out>.partial`` (fsync'd),
+  so a killed or failed run resumes and asks only for what is missing; writes the output
+  atomically with a ``<out>.stats.json`` sidecar, or raises naming the failed problems.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+from typing import Callable
+
+from .io import atomic_write_text, read_jsonl
+
+
+class HelperStageError(RuntimeError):
+    pass
+
+
+def error_text(e: BaseException | None) -> str:
+    # Exception class and a short message only: never request headers (the key).
+    return f"{type(e).__name__}: {str(e)[:200]}"
+
+
+class CountingOpenAI:
+    """An ``openai.OpenAI`` client plus ``http_requests``, the number of HTTP attempts."""
+
+    def __init__(self, base_url: str | None, api_key_env: str, max_retries: int, timeout: float):
+        from openai import DefaultHttpxClient, OpenAI
+
+        if not base_url:
+            raise ValueError("an openai backend needs 'base_url'")
+        key = os.environ.get(api_key_env)
+        if not key:
+            raise ValueError(f"environment variable {api_key_env} (api_key_env) is not set")
+        self.http_requests = 0
+        self._lock = threading.Lock()
+
+        def count(_request):
+            with self._lock:
+                self.http_requests += 1
+
+        self.client = OpenAI(
+            base_url=base_url,
+            api_key=key,
+            max_retries=max_retries,
+            timeout=timeout,
+            http_client=DefaultHttpxClient(event_hooks={"request": [count]}, timeout=timeout),
+        )
+
+    def chat(self, usage: dict, **kwargs) -> str | None:
+        """One chat completion; adds its token counts to ``usage``; None when truncated."""
+        usage["calls"] = usage.get("calls", 0) + 1
+        resp = self.client.chat.completions.create(**kwargs)
+        if resp.usage is not None:
+            usage["prompt_tokens"] = usage.get("prompt_tokens", 0) + (resp.usage.prompt_tokens or 0)
+            usage["completion_tokens"] = usage.get("completion_tokens", 0) + (resp.usage.completion_tokens or 0)
+        return resp.choices[0].message.content if resp.choices else None
+
+
+def run_per_problem(records: list[dict], propose: Callable[[dict], tuple[dict, dict]], out_path: str | Path,
+                    concurrency: int = 4, what: str = "result", config: dict | None = None,
+                    counter=None) -> dict:
+    out_path = Path(out_path)
+    partial = out_path.with_name(out_path.name + ".partial")
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    done = {r["id"]: r for r in read_jsonl(partial) if r.get("status") == "ok"} if partial.exists() else {}
+    todo = [r for r in records if r["id"] not in done]
+    stats = {"problems": len(records), "resumed": len(done), "calls": 0, "prompt_tokens": 0,
+             "completion_tokens": 0, "failures": {}}
+    lock = threading.Lock()
+    t0 = time.perf_counter()
+
+    def work(record):
+        try:
+            payload, usage = propose(record)
+            return record, {"id": record["id"], "status": "ok", **payload}, usage, None
+        except Exception as e:  # recorded per problem; the run goes on
+            return record, None, getattr(e, "usage", {}), error_text(e)
+
+    with open(partial, "a") as f, ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+        for fut in as_completed([pool.submit(work, r) for r in todo]):
+            record, row, usage, error = fut.result()
+            with lock:
+                for k in ("calls", "prompt_tokens", "completion_tokens"):
+                    stats[k] += usage.get(k, 0)
+                if error:
+                    stats["failures"][record["id"]] = error
+                else:
+                    done[record["id"]] = row
+                    f.write(json.dumps(row) + "\n")
+                    f.flush()
+                    os.fsync(f.fileno())
+    stats["http_requests"] = getattr(counter, "http_requests", 0)
+    stats["seconds"] = time.perf_counter() - t0
+    stats["config"] = config or {}
+    atomic_write_text(out_path.with_name(out_path.name + ".stats.json"), json.dumps(stats, indent=2))
+    if stats["failures"]:
+        ids = sorted(stats["failures"])
+        raise HelperStageError(
+            f"{len(ids)} problem(s) got no valid {what} after the retry budget: {', '.join(ids[:20])}"
+            f"{' ...' if len(ids) > 20 else ''}; finished ones are kept in {partial}, rerun to retry only these"
+        )
+    rows = [dict(done[r["id"]], problem=r["problem"]) for r in records]
+    atomic_write_text(out_path, "".join(json.dumps(r) + "\n" for r in rows))
+    partial.unlink(missing_ok=True)
+    return stats

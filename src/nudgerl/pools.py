@@ -1,0 +1,177 @@
+"""Strategy pools: per training problem, a short list of candidate hints (unverified).
+
+Two backends:
+- ``openai``: any OpenAI-compatible endpoint proposes ``n`` numbered keyword hints
+  (the paper used gpt-4o-mini, n=5, temperature 0.7). The key comes from the
+  environment variable named in the config and never reaches logs or outputs.
+- ``organism``: a noisy helper for the model organism that proposes strategies from the
+  task's catalogue without knowing which is right (the always-right one only sometimes).
+
+:func:`build_pools` runs a backend over many problems with a concurrency limit,
+appends each finished problem to a ``.partial`` file (so a killed or failed run resumes
+and only calls the endpoint for what is missing), and writes the final pool file
+atomically with a stats sidecar (calls, tokens, failures).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .helper_stage import CountingOpenAI, HelperStageError, error_text, run_per_problem
+
+HINT_PROMPT = (
+    "Here is a math problem:\n\n{problem}\n\n"
+    "Propose {n} different hints that could help solve it. Each hint must name one specific "
+    "mathematical concept, theorem, or technique, in a few words. Do not solve the problem. "
+    "Answer only with a numbered list, one hint per line."
+)
+
+_NUMBERED = re.compile(r"^\s*(?:[-*]\s*)?\(?(\d+)[.):]\s*(.*)$")
+_MARKDOWN = re.compile(r"(\*\*|__|`|^#+\s*|\*|_(?=\S)|(?<=\S)_)")
+
+
+class HintParseError(ValueError):
+    pass
+
+
+PoolBuildError = HelperStageError
+
+
+@dataclass
+class PoolConfig:
+    backend: str = "organism"  # "openai" | "organism"
+    n: int = 3  # hints per problem
+    seed: int = 0
+    # openai backend
+    base_url: str | None = None
+    model: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    temperature: float = 0.7
+    max_tokens: int = 256
+    concurrency: int = 4
+    max_retries: int = 4  # HTTP retries (429/5xx/timeouts), exponential backoff, Retry-After honoured
+    parse_retries: int = 2  # new samples after a malformed answer
+    timeout: float = 60.0
+    # organism backend: probability that the always-right strategy is in a problem's pool
+    p_correct: float = 0.6
+    extra: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> PoolConfig:
+        unknown = set(d) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise ValueError(f"unknown pool parameter(s) {sorted(unknown)}; known: {sorted(cls.__dataclass_fields__)}")
+        return cls(**d)
+
+
+def clean_hint(text: str) -> str:
+    """Strip markdown emphasis, code ticks, headings and trailing punctuation."""
+    text = _MARKDOWN.sub("", text).strip()
+    return text.rstrip(".;:").strip()
+
+
+def parse_numbered_hints(text: str, n: int) -> list[str]:
+    """Exactly ``n`` distinct, non-empty hints from a numbered list, or HintParseError."""
+    hints = []
+    for line in (text or "").splitlines():
+        m = _NUMBERED.match(clean_hint(line) if line.strip().startswith(("**", "#")) else line)
+        if m:
+            hint = clean_hint(m.group(2))
+            if hint:
+                hints.append(hint)
+    if len(hints) != n:
+        raise HintParseError(f"expected {n} numbered hints, found {len(hints)}")
+    if len({h.lower() for h in hints}) != n:
+        raise HintParseError("hints are not distinct")
+    return hints
+
+
+# ---------------------------------------------------------------- backends
+
+
+class OrganismHintBackend:
+    """A noisy helper for the organism: strategy names from the catalogue, unverified."""
+
+    def __init__(self, cfg: PoolConfig):
+        from .organism import task
+
+        self.task = task
+        self.cfg = cfg
+        if not 1 <= cfg.n <= len(task.STRATEGIES):
+            raise ValueError(f"organism pools hold 1..{len(task.STRATEGIES)} hints, got n={cfg.n}")
+
+    def propose(self, record: dict) -> tuple[list[str], dict]:
+        task = self.task
+        rng = random.Random(f"{self.cfg.seed}:{record['id']}")
+        wrong = [s for s in task.STRATEGIES if s != task.RARE_CORRECT_STRATEGY]
+        if rng.random() < self.cfg.p_correct:
+            chosen = [task.RARE_CORRECT_STRATEGY] + rng.sample(wrong, self.cfg.n - 1)
+        else:
+            chosen = rng.sample(wrong, min(self.cfg.n, len(wrong)))
+        rng.shuffle(chosen)
+        return [task.STRATEGIES[s].hint for s in chosen], {"calls": 0}
+
+
+class OpenAIHintBackend:
+    """Hints from any OpenAI-compatible chat endpoint."""
+
+    def __init__(self, cfg: PoolConfig):
+        if not cfg.model:
+            raise ValueError("the openai pool backend needs 'model'")
+        self.cfg = cfg
+        self.api = CountingOpenAI(cfg.base_url, cfg.api_key_env, cfg.max_retries, cfg.timeout)
+
+    def propose(self, record: dict) -> tuple[list[str], dict]:
+        """Hints for one problem. HTTP faults (429/5xx/time-outs) are retried inside the
+        client with backoff; malformed, truncated or miscounted answers are re-asked here."""
+        from openai import APIResponseValidationError
+
+        usage = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
+        last_error = None
+        for attempt in range(1 + self.cfg.parse_retries):
+            try:
+                content = self.api.chat(
+                    usage,
+                    model=self.cfg.model,
+                    messages=[{"role": "user", "content": HINT_PROMPT.format(problem=record["problem"], n=self.cfg.n)}],
+                    temperature=self.cfg.temperature,
+                    max_tokens=self.cfg.max_tokens,
+                    **self.cfg.extra,
+                )
+                if not content:
+                    raise HintParseError("empty or truncated answer")
+                return parse_numbered_hints(content, self.cfg.n), usage
+            except (HintParseError, APIResponseValidationError, ValueError) as e:  # bad answer: ask again
+                last_error = e
+                time.sleep(min(2.0, 0.1 * 2**attempt))
+        err = HintParseError(f"{error_text(last_error)} (after {usage['calls']} requests)")
+        err.usage = usage
+        raise err
+
+
+def make_backend(cfg: PoolConfig):
+    if cfg.backend == "organism":
+        return OrganismHintBackend(cfg)
+    if cfg.backend == "openai":
+        return OpenAIHintBackend(cfg)
+    raise ValueError(f"unknown pool backend {cfg.backend!r}; use 'openai' or 'organism'")
+
+
+# ---------------------------------------------------------------- driver
+
+
+def build_pools(records: list[dict], cfg: PoolConfig, out_path: str | Path, backend=None) -> dict:
+    """Pools for every record; resumes from ``<out>.partial``; raises naming failed ids."""
+    backend = backend or make_backend(cfg)
+
+    def propose(record):
+        hints, usage = backend.propose(record)
+        return {"hints": hints}, usage
+
+    config = {k: v for k, v in asdict(cfg).items() if k != "extra"}
+    return run_per_problem(records, propose, out_path, cfg.concurrency, "pool", config,
+                           counter=getattr(backend, "api", None))

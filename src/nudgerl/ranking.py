@@ -1,0 +1,44 @@
+"""Top-ranked hint sampling (an ablation): score each pool hint with the base policy.
+
+score(hint) = pass@k with the hint - pass@k without it, both estimated from ``samples``
+draws per prompt; each problem keeps its ``keep`` best hints, best first (so the trainer's
+``sequential`` sampler then takes the top-ranked ones).
+"""
+
+from __future__ import annotations
+
+from .algorithms import pass_at_k
+from .grading import grade
+from .prompts import HINT_STYLES
+from .sampling import SamplingParams, chat_prompt, generate, load_policy
+
+
+def rank_pools(model_dir: str, train: list[dict], pools: list[dict], p: dict, hint_style: str = "organism") -> list[dict]:
+    model, tokenizer = load_policy(model_dir)
+    apply_hint = HINT_STYLES[hint_style]
+    answers = {r["id"]: r["answer"] for r in train}
+    params = SamplingParams(n=p.get("samples", 16), temperature=p.get("temperature", 1.0),
+                            top_p=p.get("top_p", 1.0), max_new_tokens=p.get("max_new_tokens", 64),
+                            batch_size=p.get("batch_size", 512), seed=p.get("seed", 0))
+    k, keep = p.get("k", 8), p.get("keep", 2)
+    prompts, index = [], []  # index[i] = (problem id, hint or None)
+    for row in pools:
+        if row["id"] not in answers:
+            raise KeyError(f"pool row {row['id']!r} has no training problem (answer)")
+        messages = [{"role": "user", "content": row["problem"]}]
+        for hint in [None, *row["hints"]]:
+            m = messages if hint is None else apply_hint(messages, hint)
+            prompts.append(chat_prompt(tokenizer, m[-1]["content"]))
+            index.append((row["id"], hint))
+    outputs = generate(model, tokenizer, prompts, params, progress=True)
+    passk = {}
+    for (pid, hint), outs in zip(index, outputs):
+        c = sum(int(grade(text, answers[pid])) for text, _ in outs)
+        passk[(pid, hint)] = pass_at_k(len(outs), c, k)
+    ranked = []
+    for row in pools:
+        base = passk[(row["id"], None)]
+        scores = {h: passk[(row["id"], h)] - base for h in row["hints"]}
+        order = sorted(row["hints"], key=lambda h: -scores[h])  # stable: ties keep pool order
+        ranked.append({**row, "hints": order[:keep], "scores": scores, "unhinted_pass@k": base})
+    return ranked

@@ -1,0 +1,185 @@
+"""NudgeRL on TRL: a ``GRPOTrainer`` subclass that overrides three small hooks.
+
+- ``_generate_and_score_completions``: before generation, give each of a problem's
+  N = M x K rollouts one of M pool hints (K each), dropped with probability p_drop;
+  after scoring, replace GRPO's advantages by the inter-intra advantage and attach the
+  hint-free prompt x0 of every rollout for the distillation term.
+- ``_calculate_rewards``: keeps the rewards it returns, for the advantage.
+- ``_compute_loss``: L = L_RL + lambda_distill * mean_i(-A_i * log pi(y_i | x0)).
+
+The math lives in :mod:`nudgerl.algorithms`; this module is glue.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from ..algorithms import distillation_loss, inter_intra_advantages, intra_inter_terms, nudge_contexts
+
+
+@dataclass
+class NudgeRLConfig:
+    """Paper defaults: M=2 hints x K=4 rollouts, p_drop=0.5, lam=1.1, lambda_distill=0.1."""
+
+    M: int = 2
+    K: int = 4
+    p_drop: float = 0.5
+    lam: float = 1.1
+    normalize: bool = True
+    lambda_distill: float = 0.1
+    # "sequential": the pool's first M hints (the authors' default; with a top-ranked pool
+    # this is "top_ranked"); "random": M hints drawn per problem and step.
+    hint_sampler: str = "sequential"
+
+    @classmethod
+    def from_dict(cls, d: dict) -> NudgeRLConfig:
+        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+
+
+def _trl_base():
+    from trl import GRPOTrainer
+
+    return GRPOTrainer
+
+
+class NudgeRLTrainer(_trl_base()):
+    def __init__(self, *args, nudge: NudgeRLConfig, apply_hint: Callable[[list, str], list], **kwargs):
+        train_args = kwargs.get("args")
+        # Checked before TRL builds anything (vLLM included), so a bad config fails fast.
+        if train_args is not None and train_args.use_vllm and train_args.vllm_mode == "server":
+            raise ValueError(
+                "NudgeRL needs per-rollout prompts, but TRL's vLLM server mode sends one prompt per "
+                "group and would drop the hints; set vllm_mode: colocate"
+            )
+        if train_args is not None and nudge.M * nudge.K != train_args.num_generations:
+            raise ValueError(f"M x K = {nudge.M} x {nudge.K} must equal num_generations N = {train_args.num_generations}")
+        if nudge.hint_sampler not in ("sequential", "random"):
+            raise ValueError(f"unknown hint_sampler {nudge.hint_sampler!r}; use 'sequential' or 'random'")
+        super().__init__(*args, **kwargs)
+        self.nudge = nudge
+        self.apply_hint = apply_hint
+        self._nudge_rng = np.random.default_rng(self.args.seed)
+        self._last_rewards_per_func = None
+
+    # ------------------------------------------------------------ nudging
+
+    def _choose_hints(self, pool: list[str]) -> list[str | None]:
+        M = self.nudge.M
+        if self.nudge.hint_sampler == "random" and len(pool) > M:
+            picked = [pool[i] for i in sorted(self._nudge_rng.choice(len(pool), size=M, replace=False))]
+        else:
+            picked = list(pool[:M])
+        return picked + [None] * (M - len(picked))  # a short pool leaves rollouts hint-free
+
+    def _nudge(self, inputs: list[dict]) -> tuple[list[dict], list[int | None]]:
+        N = self.num_generations
+        nudged, contexts = [], []
+        for start in range(0, len(inputs), N):
+            group = inputs[start : start + N]
+            hints = self._choose_hints(group[0].get("hints") or [])
+            ctx = nudge_contexts(self.nudge.M, self.nudge.K, self.nudge.p_drop, self._nudge_rng)
+            for row, c in zip(group, ctx):
+                hint = hints[c] if c is not None else None
+                c = c if hint is not None else None
+                prompt = self.apply_hint(row["prompt"], hint) if hint is not None else row["prompt"]
+                nudged.append({**row, "prompt": prompt, "x0_prompt": row["prompt"]})
+                contexts.append(c)
+        return nudged, contexts
+
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        self._last_rewards_per_func = rewards_per_func
+        return rewards_per_func
+
+    def _x0_ids(self, x0_prompts: list, device):
+        import torch
+        from trl.trainer.utils import pad
+
+        tok = self.processing_class
+        texts = [tok.apply_chat_template(p, tokenize=False, add_generation_prompt=True) for p in x0_prompts]
+        ids = [torch.tensor(tok(t, add_special_tokens=False)["input_ids"]) for t in texts]
+        mask = [torch.ones_like(i) for i in ids]
+        return (
+            pad(ids, padding_value=tok.pad_token_id, padding_side="left").to(device),
+            pad(mask, padding_value=0, padding_side="left").to(device),
+        )
+
+    def _generate_and_score_completions(self, inputs):
+        import torch
+        from accelerate.utils import gather_object
+
+        if not self.model.training:
+            return super()._generate_and_score_completions(inputs)
+        inputs, contexts = self._nudge(inputs)
+        out = super()._generate_and_score_completions(inputs)
+
+        device = out["advantages"].device
+        weights = self.reward_weights.to(device).unsqueeze(0)
+        rewards = torch.nan_to_num(self._last_rewards_per_func * weights, nan=0.0).sum(dim=1).cpu().numpy()
+        all_contexts = gather_object(contexts)
+        N = self.num_generations
+        adv = np.concatenate([
+            inter_intra_advantages(rewards[s : s + N], all_contexts[s : s + N], self.nudge.lam, self.nudge.normalize)
+            for s in range(0, len(rewards), N)
+        ])
+        local = slice(self.accelerator.process_index * len(contexts), (self.accelerator.process_index + 1) * len(contexts))
+        out["advantages"] = torch.tensor(adv[local], dtype=out["advantages"].dtype, device=device)
+        out["x0_prompt_ids"], out["x0_prompt_mask"] = self._x0_ids([r["x0_prompt"] for r in inputs], device)
+        self._log_nudge_metrics(rewards, all_contexts)
+        return out
+
+    def _log_nudge_metrics(self, rewards: np.ndarray, contexts: list) -> None:
+        hinted = np.array([c is not None for c in contexts])
+        m = self._metrics["train"]
+        m["nudge/frac_hinted"].append(float(hinted.mean()))
+        if hinted.any():
+            m["nudge/reward_hinted"].append(float(rewards[hinted].mean()))
+        if (~hinted).any():
+            m["nudge/reward_hint_free"].append(float(rewards[~hinted].mean()))
+        N = self.num_generations
+        intra, inter = [], []
+        for s in range(0, len(rewards), N):
+            a, b = intra_inter_terms(rewards[s : s + N], contexts[s : s + N])
+            intra += list(np.abs(a))
+            inter += list(np.abs(b))
+        if intra:
+            m["nudge/abs_intra"].append(float(np.mean(intra)))
+            m["nudge/abs_inter"].append(float(np.mean(inter)))
+
+    # ------------------------------------------------------------ distillation
+
+    def x0_sequence_logps(self, model, inputs):
+        """Per-token mean log pi(y_i | x0) of every completion (the distillation log-prob)."""
+        import torch
+
+        completion_ids, completion_mask = inputs["completion_ids"], inputs["completion_mask"]
+        input_ids = torch.cat([inputs["x0_prompt_ids"], completion_ids], dim=1)
+        attention_mask = torch.cat([inputs["x0_prompt_mask"], completion_mask], dim=1)
+        logps, _, _ = self._get_per_token_logps_and_entropies(model, input_ids, attention_mask, completion_ids.size(1))
+        return (logps * completion_mask).sum(dim=1) / completion_mask.sum(dim=1).clamp(min=1)
+
+    def _compute_loss(self, model, inputs):
+        loss = super()._compute_loss(model, inputs)
+        if self.nudge.lambda_distill == 0 or "x0_prompt_ids" not in inputs:
+            return loss
+        distill = distillation_loss(inputs["advantages"], self.x0_sequence_logps(model, inputs))
+        self._metrics["train"]["nudge/distill_loss"].append(distill.item())
+        return loss + self.nudge.lambda_distill * distill / self.current_gradient_accumulation_steps
+
+
+
+def train_nudgerl(model_dir: str, train_records: list[dict], cfg, nudge: NudgeRLConfig, run_dir,
+                  hint_style: str = "organism") -> dict:
+    """Train NudgeRL (N = M x K rollouts per prompt), resuming from the last checkpoint."""
+    from dataclasses import asdict
+
+    from ..prompts import HINT_STYLES
+    from .grpo import run_training
+
+    report = run_training(NudgeRLTrainer, model_dir, train_records, cfg, run_dir,
+                          nudge=nudge, apply_hint=HINT_STYLES[hint_style])
+    report["nudge"] = asdict(nudge)
+    return report

@@ -1,0 +1,54 @@
+"""POPE baseline on TRL: GRPOTrainer on prompts that carry an oracle prefix for guided problems."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+
+@dataclass
+class POPEConfig:
+    """The NudgeRL authors' POPE settings: 15% of the oracle's tokens, at most 512,
+    half of the problems guided (decided once per problem, fixed seed)."""
+
+    prefix_ratio: float = 0.15
+    max_prefix_tokens: int = 512
+    guided_fraction: float = 0.5
+    seed: int = 0
+    prompt_style: str = "prefill"  # "prefill" (organism) | "instruct" (chat models)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> POPEConfig:
+        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+
+
+def pope_records(tokenizer, train: list[dict], oracles: dict[str, str], cfg: POPEConfig) -> list[dict]:
+    """Training rows with plain-text (already chat-formatted) prompts, guided or not."""
+    from ..pope import guided_problems, guided_prompt, oracle_prefix
+
+    guided = guided_problems([r["id"] for r in train], cfg.guided_fraction, cfg.seed)
+    rows = []
+    for r in train:
+        if guided[r["id"]]:
+            if r["id"] not in oracles:
+                raise KeyError(f"no oracle solution for guided training problem {r['id']!r}")
+            prefix = oracle_prefix(oracles[r["id"]], tokenizer, cfg.prefix_ratio, cfg.max_prefix_tokens)
+            prompt = guided_prompt(tokenizer, r["problem"], prefix, cfg.prompt_style)
+        else:
+            prompt = tokenizer.apply_chat_template([{"role": "user", "content": r["problem"]}], tokenize=False,
+                                                   add_generation_prompt=True)
+        rows.append({"prompt": prompt, "answer": r["answer"], "id": r["id"], "guided": guided[r["id"]]})
+    return rows
+
+
+def train_pope(model_dir: str, train: list[dict], oracles: dict[str, str], cfg, pope: POPEConfig, run_dir) -> dict:
+    from transformers import AutoTokenizer
+    from trl import GRPOTrainer
+
+    from .grpo import run_training
+
+    records = pope_records(AutoTokenizer.from_pretrained(model_dir), train, oracles, pope)
+    report = run_training(GRPOTrainer, model_dir, records, cfg, Path(run_dir))
+    report["pope"] = asdict(pope)
+    report["guided_problems"] = sum(r["guided"] for r in records)
+    return report

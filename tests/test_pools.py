@@ -1,0 +1,132 @@
+"""Strategy pools: parsing, the openai backend against a local HTTP server, faults, resume,
+the organism's noisy helper, and DVC caching (deleting the output makes zero backend calls)."""
+
+import json
+import subprocess
+
+import pytest
+import yaml
+
+from nudgerl.io import read_jsonl
+from nudgerl.pools import HintParseError, PoolBuildError, PoolConfig, build_pools, parse_numbered_hints
+from openai_server import FakeOpenAI
+
+SECRET = "sk-test-SECRET-do-not-log-0123456789"
+PROBLEMS = [{"id": f"p{i}", "problem": f"Compute the area of polygon number {i}.", "answer": str(i)} for i in range(6)]
+
+
+def test_parse_strips_markdown_and_validates():
+    text = "Here are hints:\n1. **Shoelace formula**\n2) `Pick's theorem`\n3. _Coordinate geometry_.\n"
+    assert parse_numbered_hints(text, 3) == ["Shoelace formula", "Pick's theorem", "Coordinate geometry"]
+    with pytest.raises(HintParseError, match="expected 3"):
+        parse_numbered_hints("1. one\n2. two", 3)
+    with pytest.raises(HintParseError, match="distinct"):
+        parse_numbered_hints("1. same\n2. Same\n3. other", 3)
+    with pytest.raises(HintParseError):
+        parse_numbered_hints("1. **\n2. two\n3. three", 3)
+
+
+@pytest.fixture
+def api_key(monkeypatch):
+    monkeypatch.setenv("TEST_POOL_KEY", SECRET)
+    return "TEST_POOL_KEY"
+
+
+def _cfg(server, api_key, **kw):
+    base = dict(backend="openai", n=5, base_url=server.url, model="helper-mini", api_key_env=api_key,
+                concurrency=3, max_retries=3, timeout=1.0)
+    return PoolConfig(**{**base, **kw})
+
+
+def test_openai_backend_builds_validated_pools(tmp_path, api_key):
+    with FakeOpenAI() as server:
+        stats = build_pools(PROBLEMS, _cfg(server, api_key), tmp_path / "pools.jsonl")
+    rows = read_jsonl(tmp_path / "pools.jsonl")
+    assert [r["id"] for r in rows] == [p["id"] for p in PROBLEMS]
+    assert all(len(r["hints"]) == 5 and not any("*" in h for h in r["hints"]) for r in rows)
+    assert len(server.requests) == 6 and stats["calls"] == 6 and stats["http_requests"] == 6
+    assert stats["prompt_tokens"] == 66 and stats["completion_tokens"] == 42
+    body = server.requests[0]
+    assert body["model"] == "helper-mini" and body["temperature"] == 0.7
+    assert server.auth_headers[0] == f"Bearer {SECRET}"
+    side = (tmp_path / "pools.jsonl.stats.json").read_text()
+    assert SECRET not in side and SECRET not in (tmp_path / "pools.jsonl").read_text()
+
+
+def test_retries_429_500_timeouts_and_bad_answers(tmp_path, api_key):
+    with FakeOpenAI() as server:
+        server.plan = ["429", "500", "timeout", "malformed", "wrong_count", "truncated"]
+        cfg = _cfg(server, api_key, concurrency=1, parse_retries=3)
+        stats = build_pools(PROBLEMS[:2], cfg, tmp_path / "pools.jsonl")
+    assert len(read_jsonl(tmp_path / "pools.jsonl")) == 2
+    # 6 faulty answers + 2 good ones, every one a real HTTP request
+    assert len(server.requests) == 8 == stats["http_requests"]
+    assert stats["failures"] == {}
+
+
+def test_persistent_failure_names_problem_and_resume_calls_only_missing(tmp_path, api_key):
+    out = tmp_path / "pools.jsonl"
+    with FakeOpenAI() as server:
+        server.fail_ids = ["number 4."]
+        with pytest.raises(PoolBuildError) as e:
+            build_pools(PROBLEMS, _cfg(server, api_key, max_retries=1), out)
+        assert "p4" in str(e.value) and SECRET not in str(e.value)
+        assert not out.exists()
+        stats = json.loads((tmp_path / "pools.jsonl.stats.json").read_text())
+        assert list(stats["failures"]) == ["p4"] and SECRET not in json.dumps(stats)
+        before = len(server.requests)
+        server.fail_ids = []
+        stats = build_pools(PROBLEMS, _cfg(server, api_key), out)
+        assert len(server.requests) - before == 1  # only the missing problem
+        assert stats["resumed"] == 5
+    assert [r["id"] for r in read_jsonl(out)] == [p["id"] for p in PROBLEMS]
+
+
+def test_missing_key_is_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.delenv("NO_SUCH_KEY_VAR", raising=False)
+    cfg = PoolConfig(backend="openai", base_url="http://127.0.0.1:9/v1", model="m", api_key_env="NO_SUCH_KEY_VAR")
+    with pytest.raises(ValueError, match="NO_SUCH_KEY_VAR"):
+        build_pools(PROBLEMS, cfg, tmp_path / "pools.jsonl")
+
+
+def test_organism_helper_is_noisy_and_unverified(tmp_path):
+    from nudgerl.organism import task
+
+    records = [p.to_record() for p in task.training_problems(0, 400, 0.7)]
+    build_pools(records, PoolConfig(backend="organism", n=3, p_correct=0.6), tmp_path / "pools.jsonl")
+    rows = read_jsonl(tmp_path / "pools.jsonl")
+    catalogue = {s.hint for s in task.STRATEGIES.values()}
+    right = task.STRATEGIES[task.RARE_CORRECT_STRATEGY].hint
+    assert all(len(set(r["hints"])) == 3 and set(r["hints"]) <= catalogue for r in rows)
+    share = sum(right in r["hints"] for r in rows) / len(rows)
+    assert 0.5 < share < 0.7  # present only for some problems
+    first_two = sum(right in r["hints"][:2] for r in rows) / len(rows)
+    assert 0.3 < first_two < 0.5  # and not placed first: the helper does not know
+
+
+def test_dvc_restores_deleted_pools_without_calling_the_backend(tmp_path, api_key):
+    subprocess.run(["dvc", "init", "--no-scm", "-q"], cwd=tmp_path, check=True)
+    (tmp_path / "problems.jsonl").write_text("".join(json.dumps(p) + "\n" for p in PROBLEMS))
+    with FakeOpenAI() as server:
+        (tmp_path / "params.yaml").write_text(yaml.safe_dump({"pools_test": {
+            "backend": "openai", "n": 5, "base_url": server.url, "model": "helper-mini", "api_key_env": api_key}}))
+        (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"pools_test": {
+            "cmd": "nudgerl make-pools --section pools_test --problems problems.jsonl --out pools/p.jsonl",
+            "deps": ["problems.jsonl"], "params": ["pools_test"], "outs": ["pools/p.jsonl"]}}}))
+
+        def repro():
+            proc = subprocess.run(["dvc", "--wait-for-lock", "repro", "pools_test"], cwd=tmp_path,
+                                  capture_output=True, text=True, timeout=300)
+            assert proc.returncode == 0, proc.stderr
+            assert SECRET not in proc.stdout + proc.stderr
+            return proc
+
+        repro()
+        assert len(server.requests) == 6
+        first = (tmp_path / "pools" / "p.jsonl").read_text()
+        (tmp_path / "pools" / "p.jsonl").unlink()
+        repro()
+        assert len(server.requests) == 6  # restored from DVC's cache: zero backend calls
+        assert (tmp_path / "pools" / "p.jsonl").read_text() == first
+        for f in ("dvc.lock", "dvc.yaml", "params.yaml"):
+            assert SECRET not in (tmp_path / f).read_text()

@@ -1,0 +1,68 @@
+rule strategy_pools:
+    """Per training problem, candidate hints: the DVC stage `pools.stage` (cached, shareable)."""
+    input:
+        train=rules.organism_data.output.train,
+    output:
+        pools=POOLS,
+        stats=f"{POOLS}.stats.json",
+    params:
+        stage=POOL_STAGE,
+        definition=dvc_stage_definition(POOL_STAGE),
+    resources:
+        dvc_lock=1,
+    conda:
+        "../envs/nudgerl.yaml"
+    log:
+        f"{RESULTS}/logs/strategy_pools.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/strategy_pools.tsv"
+    shell:
+        # DVC re-runs the stage only if params.yaml or the problems changed; otherwise it
+        # restores the pools from its cache without calling the backend.
+        "dvc --wait-for-lock repro --single-item {params.stage} > {log} 2>&1"
+
+
+rule rank_hints:
+    """Top-ranked hint sampling: keep each problem's best hints by base-policy pass@k gain."""
+    input:
+        model=rules.base_model.output[0],
+        train=rules.organism_data.output.train,
+        pools=POOLS,
+    output:
+        RANKED_POOLS,
+    params:
+        cfg=section("ranking"),
+    threads: THREADS
+    resources:
+        mem_mb=2000,
+    conda:
+        "../envs/nudgerl.yaml"
+    log:
+        f"{RESULTS}/logs/rank_hints.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/rank_hints.tsv"
+    shell:
+        "nudgerl rank-hints --model {input.model} --train {input.train} --pools {input.pools} "
+        "--params {params.cfg:q} --threads {threads} --out {output} > {log} 2>&1"
+
+
+rule oracle_solutions:
+    """Oracle solutions for POPE: the DVC stage `pope.oracle_stage` (cached, shareable)."""
+    input:
+        train=rules.organism_data.output.train,
+    output:
+        oracles=ORACLES,
+        stats=f"{ORACLES}.stats.json",
+    params:
+        stage=ORACLE_STAGE,
+        definition=dvc_stage_definition(ORACLE_STAGE),
+    resources:
+        dvc_lock=1,
+    conda:
+        "../envs/nudgerl.yaml"
+    log:
+        f"{RESULTS}/logs/oracle_solutions.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/oracle_solutions.tsv"
+    shell:
+        "dvc --wait-for-lock repro --single-item {params.stage} > {log} 2>&1"
