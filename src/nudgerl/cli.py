@@ -130,31 +130,29 @@ def cmd_plot_curves(args) -> None:
     write_provenance(path, {"runs": args.runs}, {}, [f"{r}/metrics.jsonl" for r in args.runs])
 
 
-def cmd_make_pools(args) -> None:
+def _run_helper_stage(args, config_cls, build) -> None:
+    """make-pools / make-oracles: a params.yaml section, the problems, one output file."""
     import yaml
 
     from .io import read_jsonl
-    from .pools import PoolConfig, build_pools
 
-    params = yaml.safe_load(Path(args.params_file).read_text())
+    params = yaml.safe_load(Path(args.params_file).read_text()) or {}
     if args.section not in params:
         raise KeyError(f"{args.params_file} has no section {args.section!r}")
-    cfg = PoolConfig.from_dict(params[args.section])
-    stats = build_pools(read_jsonl(args.problems), cfg, args.out)
+    stats = build(read_jsonl(args.problems), config_cls.from_dict(params[args.section]), args.out)
     print(json.dumps({k: v for k, v in stats.items() if k != "config"}, indent=2))
+
+
+def cmd_make_pools(args) -> None:
+    from .pools import PoolConfig, build_pools
+
+    _run_helper_stage(args, PoolConfig, build_pools)
 
 
 def cmd_make_oracles(args) -> None:
-    import yaml
-
-    from .io import read_jsonl
     from .oracles import OracleConfig, build_oracles
 
-    params = yaml.safe_load(Path(args.params_file).read_text())
-    if args.section not in params:
-        raise KeyError(f"{args.params_file} has no section {args.section!r}")
-    stats = build_oracles(read_jsonl(args.problems), OracleConfig.from_dict(params[args.section]), args.out)
-    print(json.dumps({k: v for k, v in stats.items() if k != "config"}, indent=2))
+    _run_helper_stage(args, OracleConfig, build_oracles)
 
 
 def cmd_train_pope(args) -> None:
@@ -267,17 +265,15 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--seed", type=int, default=0)
             p.add_argument("--out-dir", required=True)
 
-    p = add("make-pools", cmd_make_pools, "strategy pools (run by DVC: `dvc repro pools_*`)")
-    p.add_argument("--params-file", default="params.yaml")
-    p.add_argument("--section", required=True)
-    p.add_argument("--problems", required=True)
-    p.add_argument("--out", required=True)
-
-    p = add("make-oracles", cmd_make_oracles, "oracle solutions for POPE (run by DVC: `dvc repro oracles_*`)")
-    p.add_argument("--params-file", default="params.yaml")
-    p.add_argument("--section", required=True)
-    p.add_argument("--problems", required=True)
-    p.add_argument("--out", required=True)
+    for name, fn, help_ in [
+        ("make-pools", cmd_make_pools, "strategy pools (run by DVC: `dvc repro pools_*`)"),
+        ("make-oracles", cmd_make_oracles, "oracle solutions for POPE (run by DVC: `dvc repro oracles_*`)"),
+    ]:
+        p = add(name, fn, help_)
+        p.add_argument("--params-file", default="params.yaml")
+        p.add_argument("--section", required=True)
+        p.add_argument("--problems", required=True)
+        p.add_argument("--out", required=True)
 
     p = add("train-pope", cmd_train_pope, "POPE baseline: GRPO with oracle prefixes on guided problems")
     p.add_argument("--model", required=True)

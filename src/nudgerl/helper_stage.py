@@ -26,6 +26,14 @@ class HelperStageError(RuntimeError):
     pass
 
 
+def config_from_dict(cls, d: dict, what: str):
+    """A stage's config dataclass from a params.yaml section; unknown keys are errors."""
+    unknown = set(d) - set(cls.__dataclass_fields__)
+    if unknown:
+        raise ValueError(f"unknown {what} parameter(s) {sorted(unknown)}; known: {sorted(cls.__dataclass_fields__)}")
+    return cls(**d)
+
+
 def error_text(e: BaseException | None) -> str:
     # Exception class and a short message only: never request headers (the key).
     return f"{type(e).__name__}: {str(e)[:200]}"

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .grading import grade
-from .helper_stage import CountingOpenAI, HelperStageError, error_text, run_per_problem
+from .helper_stage import CountingOpenAI, HelperStageError, config_from_dict, error_text, run_per_problem
 
 SYSTEM_PROMPT = "You are a helpful assistant."
 
@@ -41,10 +41,7 @@ class OracleConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> OracleConfig:
-        unknown = set(d) - set(cls.__dataclass_fields__)
-        if unknown:
-            raise ValueError(f"unknown oracle parameter(s) {sorted(unknown)}; known: {sorted(cls.__dataclass_fields__)}")
-        return cls(**d)
+        return config_from_dict(cls, d, "oracle")
 
 
 class OrganismOracleBackend:

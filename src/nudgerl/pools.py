@@ -21,7 +21,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .helper_stage import CountingOpenAI, HelperStageError, error_text, run_per_problem
+from .helper_stage import CountingOpenAI, HelperStageError, config_from_dict, error_text, run_per_problem
 
 HINT_PROMPT = (
     "Here is a math problem:\n\n{problem}\n\n"
@@ -62,10 +62,7 @@ class PoolConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> PoolConfig:
-        unknown = set(d) - set(cls.__dataclass_fields__)
-        if unknown:
-            raise ValueError(f"unknown pool parameter(s) {sorted(unknown)}; known: {sorted(cls.__dataclass_fields__)}")
-        return cls(**d)
+        return config_from_dict(cls, d, "pool")
 
 
 def clean_hint(text: str) -> str:
