@@ -60,3 +60,17 @@ def test_works_off_the_main_thread():
     t.start()
     t.join(30)
     assert out == [1.0]
+
+
+@pytest.mark.parametrize(
+    "completion, expected",
+    [
+        ("x" * 1_000_000 + " so \\boxed{5}", 1.0),  # 1 MB: only the tail is parsed
+        ("\\boxed{" + "\\frac{1}{" * 300 + "2" + "}" * 300 + "}", 0.0),  # deeply nested LaTeX
+        ("\\boxed{" + "9" * 5000 + "}", 0.0),  # an enormous number
+        ("\\boxed{10^{10^{10^{10}}}}", 0.0),  # a tower sympy must not evaluate
+    ],
+)
+def test_hostile_completions_get_a_reward_and_return(completion, expected):
+    # math-verify's own 5 s limits bound each comparison on the main thread.
+    assert grade(completion, "5") == expected

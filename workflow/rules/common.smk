@@ -18,16 +18,23 @@ POPE_METHOD = f"pope{config.get('pope', {}).get('num_generations', 8)}"
 _NUDGE = {k: v for k, v in config.get("nudgerl", {}).items() if k != "ablations"}
 _ABL = config.get("nudgerl", {}).get("ablations", {})
 NUDGE_MAIN = f"nudgerl{_NUDGE.get('M', 2) * _NUDGE.get('K', 4)}"
-NUDGE_RUNS = {NUDGE_MAIN: {"nudge": _NUDGE, "pools": POOLS}}
+
+
+def _pools_for(nudge):
+    # top_ranked = the first M hints of the pool as re-ordered by the rank_hints rule
+    return RANKED_POOLS if nudge.get("hint_sampler") == "top_ranked" else POOLS
+
+
+NUDGE_RUNS = {NUDGE_MAIN: {"nudge": _NUDGE, "pools": _pools_for(_NUDGE)}}
 ABLATIONS = {"pdrop": [], "hint_sampling": [], "distill": []}
 
 
-def _variant(suffix, pools=POOLS, **overrides):
+def _variant(suffix, **overrides):
     """Register an ablation run; a setting equal to the main run's is the main run."""
     nudge = {**_NUDGE, **overrides}
-    if nudge == _NUDGE and pools == POOLS:
+    if nudge == _NUDGE:
         return NUDGE_MAIN
-    NUDGE_RUNS[f"{NUDGE_MAIN}_{suffix}"] = {"nudge": nudge, "pools": pools}
+    NUDGE_RUNS[f"{NUDGE_MAIN}_{suffix}"] = {"nudge": nudge, "pools": _pools_for(nudge)}
     return f"{NUDGE_MAIN}_{suffix}"
 
 
@@ -36,10 +43,7 @@ for p in sorted(set(_ABL.get("p_drop", [])) | {_NUDGE.get("p_drop", 0.5)}):
 for l in sorted(set(_ABL.get("lambda_distill", [])) | {_NUDGE.get("lambda_distill", 0.1)}):
     ABLATIONS["distill"].append((_variant(f"distill{l:g}", lambda_distill=l), f"lambda_distill = {l:g}"))
 for s in _ABL.get("hint_sampling", []):
-    if s == "top_ranked":
-        ABLATIONS["hint_sampling"].append((_variant("topranked", pools=RANKED_POOLS), "top-ranked"))
-    else:
-        ABLATIONS["hint_sampling"].append((_variant(s, hint_sampler=s), s))
+    ABLATIONS["hint_sampling"].append((_variant(s.replace("_", ""), hint_sampler=s), s.replace("_", "-")))
 if ABLATIONS["hint_sampling"] and not any(m == NUDGE_MAIN for m, _ in ABLATIONS["hint_sampling"]):
     ABLATIONS["hint_sampling"].insert(0, (NUDGE_MAIN, f"{_NUDGE.get('hint_sampler', 'sequential')} (main)"))
 ABLATIONS = {k: v for k, v in ABLATIONS.items() if len(v) > 1}

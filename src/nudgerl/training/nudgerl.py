@@ -30,8 +30,8 @@ class NudgeRLConfig:
     lam: float = 1.1
     normalize: bool = True
     lambda_distill: float = 0.1
-    # "sequential": the pool's first M hints (the authors' default; with a top-ranked pool
-    # this is "top_ranked"); "random": M hints drawn per problem and step.
+    # "sequential": the pool's first M hints (the authors' default); "random": M hints drawn
+    # per problem and step; "top_ranked": the first M of a pool re-ordered by rank_hints.
     hint_sampler: str = "sequential"
 
     @classmethod
@@ -56,8 +56,8 @@ class NudgeRLTrainer(_trl_base()):
             )
         if train_args is not None and nudge.M * nudge.K != train_args.num_generations:
             raise ValueError(f"M x K = {nudge.M} x {nudge.K} must equal num_generations N = {train_args.num_generations}")
-        if nudge.hint_sampler not in ("sequential", "random"):
-            raise ValueError(f"unknown hint_sampler {nudge.hint_sampler!r}; use 'sequential' or 'random'")
+        if nudge.hint_sampler not in ("sequential", "random", "top_ranked"):
+            raise ValueError(f"unknown hint_sampler {nudge.hint_sampler!r}; use sequential, random or top_ranked")
         super().__init__(*args, **kwargs)
         self.nudge = nudge
         self.apply_hint = apply_hint
