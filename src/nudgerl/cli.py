@@ -275,16 +275,21 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--problems", required=True)
         p.add_argument("--out", required=True)
 
-    p = add("train-pope", cmd_train_pope, "POPE baseline: GRPO with oracle prefixes on guided problems")
-    p.add_argument("--model", required=True)
-    p.add_argument("--train", required=True)
+    def add_training(name, fn, help_):
+        """A baseline/method trainer: base model, problems, grpo section, seed, run folder."""
+        p = add(name, fn, help_)
+        p.add_argument("--model", required=True)
+        p.add_argument("--train", required=True)
+        p.add_argument("--params", type=_json_arg, required=True, help="the grpo config section as JSON")
+        p.add_argument("--seed", type=int, default=0)
+        p.add_argument("--threads", type=int, default=1)
+        p.add_argument("--out-dir", required=True)
+        return p
+
+    p = add_training("train-pope", cmd_train_pope, "POPE baseline: GRPO with oracle prefixes on guided problems")
     p.add_argument("--oracles", required=True)
-    p.add_argument("--params", type=_json_arg, required=True, help="the grpo config section as JSON")
     p.add_argument("--pope", type=_json_arg, required=True, help="POPE parameters as JSON")
     p.add_argument("--num-generations", type=int, required=True)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--out-dir", required=True)
 
     p = add("rank-hints", cmd_rank_hints, "top-ranked hint sampling: score pool hints with the base policy")
     p.add_argument("--model", required=True)
@@ -294,15 +299,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--out", required=True)
 
-    p = add("train-nudgerl", cmd_train_nudgerl, "NudgeRL training (GRPOTrainer subclass)")
-    p.add_argument("--model", required=True)
-    p.add_argument("--train", required=True)
+    p = add_training("train-nudgerl", cmd_train_nudgerl, "NudgeRL training (GRPOTrainer subclass)")
     p.add_argument("--pools", required=True)
-    p.add_argument("--params", type=_json_arg, required=True, help="the grpo config section as JSON")
     p.add_argument("--nudge", type=_json_arg, required=True, help="NudgeRL parameters as JSON")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--out-dir", required=True)
 
     p = add("table", cmd_table, "a results table (Table 1 or an ablation) as csv, md and tex")
     p.add_argument("--eval-root", required=True)
