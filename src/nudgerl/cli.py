@@ -70,11 +70,11 @@ def cmd_train_base(args) -> None:
 def cmd_diagnose(args) -> None:
     _threads(args.threads)
     from .diagnostics import diagnose_base
-    from .io import atomic_write_text, read_jsonl, write_provenance
+    from .io import atomic_write_text, read_problems, write_provenance
 
     problems = []
     for path in args.benchmarks:
-        problems += read_jsonl(path)
+        problems += read_problems(path)
     report = diagnose_base(args.model, problems, args.params)
     atomic_write_text(args.out, json.dumps(report, indent=2))
     write_provenance(args.out, args.params, {"sampling": args.params.get("seed", 0)}, [args.model, *args.benchmarks])
@@ -83,14 +83,14 @@ def cmd_diagnose(args) -> None:
 
 def cmd_train_grpo(args) -> None:
     _threads(args.threads)
-    from .io import atomic_write_text, read_jsonl, write_provenance
+    from .io import atomic_write_text, read_problems, write_provenance
     from .training.grpo import GRPORunConfig, train_grpo
 
     params = dict(args.params, num_generations=args.num_generations, seed=args.seed)
     cfg = GRPORunConfig.from_dict(params)
     records = [
         {"prompt": [{"role": "user", "content": r["problem"]}], "answer": r["answer"], "id": r["id"]}
-        for r in read_jsonl(args.train)
+        for r in read_problems(args.train)
     ]
     out = Path(args.out_dir)
     report = train_grpo(args.model, records, cfg, out)
@@ -101,7 +101,7 @@ def cmd_train_grpo(args) -> None:
 def cmd_evaluate(args) -> None:
     _threads(args.threads)
     from .evaluation import evaluate_model
-    from .io import atomic_write_text, read_jsonl, write_provenance
+    from .io import atomic_write_text, read_problems, write_provenance
     from .organism.task import parse_strategy
     from .sampling import SamplingParams
 
@@ -114,7 +114,7 @@ def cmd_evaluate(args) -> None:
         batch_size=p.get("batch_size", 256),
         seed=args.seed,
     )
-    benchmarks = {Path(b).stem: read_jsonl(b) for b in args.benchmarks}
+    benchmarks = {Path(b).stem: read_problems(b) for b in args.benchmarks}
     out = Path(args.out_dir)
     summaries = evaluate_model(args.model, benchmarks, params, p.get("ks", [1]), out, parse_strategy=parse_strategy)
     atomic_write_text(out / "summary.json", json.dumps(summaries, indent=2))
@@ -134,12 +134,12 @@ def _run_helper_stage(args, config_cls, build) -> None:
     """make-pools / make-oracles: a params.yaml section, the problems, one output file."""
     import yaml
 
-    from .io import read_jsonl
+    from .io import read_problems
 
     params = yaml.safe_load(Path(args.params_file).read_text()) or {}
     if args.section not in params:
         raise KeyError(f"{args.params_file} has no section {args.section!r}")
-    stats = build(read_jsonl(args.problems), config_cls.from_dict(params[args.section]), args.out)
+    stats = build(read_problems(args.problems), config_cls.from_dict(params[args.section]), args.out)
     print(json.dumps({k: v for k, v in stats.items() if k != "config"}, indent=2))
 
 
@@ -157,7 +157,7 @@ def cmd_make_oracles(args) -> None:
 
 def cmd_train_pope(args) -> None:
     _threads(args.threads)
-    from .io import atomic_write_text, read_jsonl, write_provenance
+    from .io import atomic_write_text, read_jsonl, read_problems, write_provenance
     from .training.grpo import GRPORunConfig
     from .training.pope import POPEConfig, train_pope
 
@@ -166,17 +166,17 @@ def cmd_train_pope(args) -> None:
     cfg = GRPORunConfig.from_dict(params)
     oracles = {r["id"]: r["solution"] for r in read_jsonl(args.oracles)}
     out = Path(args.out_dir)
-    report = train_pope(args.model, read_jsonl(args.train), oracles, cfg, pope, out)
+    report = train_pope(args.model, read_problems(args.train), oracles, cfg, pope, out)
     atomic_write_text(out / "train_report.json", json.dumps(report, indent=2, default=str))
     write_provenance(out / "model", {**params, "pope": args.pope}, {"train": args.seed}, [args.train, args.oracles])
 
 
 def cmd_rank_hints(args) -> None:
     _threads(args.threads)
-    from .io import read_jsonl, write_jsonl, write_provenance
+    from .io import read_jsonl, read_problems, write_jsonl, write_provenance
     from .ranking import rank_pools
 
-    rows = rank_pools(args.model, read_jsonl(args.train), read_jsonl(args.pools), args.params)
+    rows = rank_pools(args.model, read_problems(args.train), read_jsonl(args.pools), args.params)
     write_jsonl(args.out, rows)
     write_provenance(args.out, args.params, {"sampling": args.params.get("seed", 0)},
                      [args.model, args.train, args.pools])
@@ -184,7 +184,7 @@ def cmd_rank_hints(args) -> None:
 
 def cmd_train_nudgerl(args) -> None:
     _threads(args.threads)
-    from .io import atomic_write_text, read_jsonl, write_provenance
+    from .io import atomic_write_text, read_jsonl, read_problems, write_provenance
     from .training.grpo import GRPORunConfig
     from .training.nudgerl import NudgeRLConfig, train_nudgerl
 
@@ -193,7 +193,7 @@ def cmd_train_nudgerl(args) -> None:
     cfg = GRPORunConfig.from_dict(params)
     pools = {r["id"]: r["hints"] for r in read_jsonl(args.pools)}
     records = []
-    for r in read_jsonl(args.train):
+    for r in read_problems(args.train):
         if r["id"] not in pools:
             raise KeyError(f"{args.pools} has no pool for training problem {r['id']!r}")
         records.append({"prompt": [{"role": "user", "content": r["problem"]}], "answer": r["answer"],
