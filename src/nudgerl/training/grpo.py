@@ -229,4 +229,3 @@ def train_grpo(model_dir: str, train_records: list[dict], cfg: GRPORunConfig, ru
     from trl import GRPOTrainer
 
     return run_training(GRPOTrainer, model_dir, train_records, cfg, run_dir)
-

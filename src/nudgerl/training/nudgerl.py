@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
+from trl import GRPOTrainer
 
 from ..algorithms import distillation_loss, inter_intra_advantages, intra_inter_terms, nudge_contexts
 
@@ -39,13 +40,7 @@ class NudgeRLConfig:
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
 
 
-def _trl_base():
-    from trl import GRPOTrainer
-
-    return GRPOTrainer
-
-
-class NudgeRLTrainer(_trl_base()):
+class NudgeRLTrainer(GRPOTrainer):
     def __init__(self, *args, nudge: NudgeRLConfig, apply_hint: Callable[[list, str], list], **kwargs):
         train_args = kwargs.get("args")
         # Checked before TRL builds anything (vLLM included), so a bad config fails fast.
