@@ -66,12 +66,18 @@ def test_nudged_rollouts_advantages_and_hint_free_x0(tiny_model_dir, tmp_path):
     assert {"nudge/frac_hinted", "nudge/abs_intra", "nudge/abs_inter"} <= set(trainer._metrics["train"])
 
 
-def test_distillation_term_matches_direct_log_probs(tiny_model_dir, tmp_path):
-    nudge = NudgeRLConfig(M=2, K=2, p_drop=0.0, lambda_distill=0.1)
+@pytest.mark.parametrize("p_drop", [0.0, 0.5])
+def test_distillation_term_matches_direct_log_probs(tiny_model_dir, tmp_path, p_drop):
+    """With p_drop > 0 the loss reuses the RL forward for hint-free rows (x0 = x1); the
+    term must still equal log pi(y | x0) computed directly for every row."""
+    nudge = NudgeRLConfig(M=2, K=2, p_drop=p_drop, lambda_distill=0.1)
     trainer, batch = _trainer(tiny_model_dir, tmp_path, nudge)
     trainer.model.train()
     trainer.current_gradient_accumulation_steps = 1  # set by the training loop in real runs
+    trainer._nudge_rng = np.random.default_rng(7)
     out = trainer._generate_and_score_completions(batch)
+    if p_drop:
+        assert 0 < int(out["hinted"].sum()) < len(batch)  # both kinds of row are exercised
     out["advantages"] = torch.linspace(-1, 1, len(batch))  # any advantages; the term is linear in them
     model = trainer.model
     got = trainer.x0_sequence_logps(model, out)

@@ -6,6 +6,8 @@
   hint-free prompt x0 of every rollout for the distillation term.
 - ``_calculate_rewards``: keeps the rewards it returns, for the advantage.
 - ``_compute_loss``: L = L_RL + lambda_distill * mean_i(-A_i * log pi(y_i | x0)).
+- ``_get_per_token_logps_and_entropies``: keeps the RL forward's log-probs during the loss,
+  because a hint-free rollout's x0 is its prompt and log pi(y | x0) is already computed there.
 
 The math lives in :mod:`nudgerl.algorithms`; this module is glue.
 """
@@ -58,6 +60,8 @@ class NudgeRLTrainer(GRPOTrainer):
         self.apply_hint = apply_hint
         self._nudge_rng = np.random.default_rng(self.args.seed)
         self._last_rewards_per_func = None
+        self._keep_policy_logps = False
+        self._policy_logps = None
 
     # ------------------------------------------------------------ nudging
 
@@ -123,6 +127,8 @@ class NudgeRLTrainer(GRPOTrainer):
         local = slice(self.accelerator.process_index * len(contexts), (self.accelerator.process_index + 1) * len(contexts))
         out["advantages"] = torch.tensor(adv[local], dtype=out["advantages"].dtype, device=device)
         out["x0_prompt_ids"], out["x0_prompt_mask"] = self._x0_ids([r["x0_prompt"] for r in inputs], device)
+        # Which rows carry a hint: only those need a separate forward pass on x0.
+        out["hinted"] = torch.tensor([c is not None for c in contexts], dtype=torch.bool, device=device)
         self._log_nudge_metrics(rewards, all_contexts)
         return out
 
@@ -146,24 +152,49 @@ class NudgeRLTrainer(GRPOTrainer):
 
     # ------------------------------------------------------------ distillation
 
-    def x0_sequence_logps(self, model, inputs):
-        """Per-token mean log pi(y_i | x0) of every completion (the distillation log-prob)."""
+    def x0_sequence_logps(self, model, inputs, policy_logps=None):
+        """Per-token mean log pi(y_i | x0) of every completion (the distillation log-prob).
+
+        ``policy_logps`` are the RL forward's per-token log pi(y_i | x_i); for hint-free rows
+        x_i = x0, so only hinted rows get a second forward pass, batched together.
+        """
         import torch
 
         completion_ids, completion_mask = inputs["completion_ids"], inputs["completion_mask"]
-        input_ids = torch.cat([inputs["x0_prompt_ids"], completion_ids], dim=1)
-        attention_mask = torch.cat([inputs["x0_prompt_mask"], completion_mask], dim=1)
-        logps, _, _ = self._get_per_token_logps_and_entropies(model, input_ids, attention_mask, completion_ids.size(1))
+        hinted = inputs.get("hinted")
+        if policy_logps is None or hinted is None:
+            rows = torch.arange(completion_ids.size(0), device=completion_ids.device)
+            logps = None
+        else:
+            rows = hinted.nonzero(as_tuple=True)[0]
+            logps = policy_logps
+        if len(rows):
+            prompt_ids, prompt_mask = inputs["x0_prompt_ids"][rows], inputs["x0_prompt_mask"][rows]
+            first = int(prompt_mask.any(dim=0).int().argmax())  # drop all-padding columns (left padding)
+            input_ids = torch.cat([prompt_ids[:, first:], completion_ids[rows]], dim=1)
+            attention_mask = torch.cat([prompt_mask[:, first:], completion_mask[rows]], dim=1)
+            x0_logps, _, _ = self._get_per_token_logps_and_entropies(model, input_ids, attention_mask, completion_ids.size(1))
+            logps = x0_logps if logps is None else logps.index_put((rows,), x0_logps)
         return (logps * completion_mask).sum(dim=1) / completion_mask.sum(dim=1).clamp(min=1)
 
+    def _get_per_token_logps_and_entropies(self, *args, **kwargs):
+        result = super()._get_per_token_logps_and_entropies(*args, **kwargs)
+        if self._keep_policy_logps:
+            self._policy_logps, self._keep_policy_logps = result[0], False
+        return result
+
     def _compute_loss(self, model, inputs):
-        loss = super()._compute_loss(model, inputs)
         if self.nudge.lambda_distill == 0 or "x0_prompt_ids" not in inputs:
-            return loss
-        distill = distillation_loss(inputs["advantages"], self.x0_sequence_logps(model, inputs))
+            return super()._compute_loss(model, inputs)
+        self._keep_policy_logps = True  # the first log-prob pass inside the RL loss is the policy's
+        try:
+            loss = super()._compute_loss(model, inputs)
+            policy_logps = self._policy_logps
+        finally:
+            self._keep_policy_logps, self._policy_logps = False, None
+        distill = distillation_loss(inputs["advantages"], self.x0_sequence_logps(model, inputs, policy_logps))
         self._metrics["train"]["nudge/distill_loss"].append(distill.item())
         return loss + self.nudge.lambda_distill * distill / self.current_gradient_accumulation_steps
-
 
 
 def train_nudgerl(model_dir: str, train_records: list[dict], cfg, nudge: NudgeRLConfig, run_dir,

@@ -1,0 +1,203 @@
+"""The benchmark suite (issue 8): one command, all figures side by side in the same run.
+
+    python benchmarks/run.py                  # everything, ~15 min on 2 cores
+    python benchmarks/run.py --skip-default   # only the side-by-side ratios (~3 min), on a
+                                              # randomly initialised model of the default shape
+
+Writes ``benchmarks/results.json`` and ``benchmarks/results.md``. See benchmarks/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import perf  # noqa: E402
+
+TRAIN_RULES = ("train_grpo", "train_nudgerl", "train_pope", "base_model")
+WORKFLOW = ("Snakefile", "workflow", "config", "profiles", "dvc.yaml", "params.yaml", ".gitignore")
+
+
+class CpuSampler(threading.Thread):
+    """Samples machine CPU use and which pipeline jobs run, every ``interval`` seconds."""
+
+    def __init__(self, interval: float = 2.0):
+        super().__init__(daemon=True)
+        self.interval, self.samples, self.stop = interval, [], threading.Event()
+
+    def run(self):
+        import psutil
+
+        psutil.cpu_percent(None)
+        while not self.stop.wait(self.interval):
+            jobs = []
+            for p in psutil.process_iter(["cmdline"]):
+                cmd = p.info["cmdline"] or []
+                # console script: [python, .../bin/nudgerl, <subcommand>, ...]
+                names = [os.path.basename(c) for c in cmd[:2]]
+                if "nudgerl" in names and len(cmd) > names.index("nudgerl") + 1:
+                    jobs.append(cmd[names.index("nudgerl") + 1])
+            self.samples.append({"cpu": psutil.cpu_percent(None) / 100 * psutil.cpu_count(), "jobs": jobs})
+
+
+def run_default(work: Path, configfile: str, cores: int) -> dict:
+    """The embedded default, cold, in a scratch git+DVC copy of the workflow."""
+    for name in WORKFLOW:
+        src = REPO / name
+        if src.exists():
+            (shutil.copytree if src.is_dir() else shutil.copy)(src, work / name)
+    subprocess.run(["git", "init", "-q"], cwd=work, check=True)
+    subprocess.run(["dvc", "init", "-q"], cwd=work, check=True)
+    sampler = CpuSampler()
+    sampler.start()
+    t0 = time.perf_counter()
+    proc = subprocess.run(["snakemake", "--cores", str(cores), "--configfile", configfile],
+                          cwd=work, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    sampler.stop.set()
+    if proc.returncode != 0:
+        raise SystemExit(proc.stderr[-3000:])
+    per_rule = defaultdict(lambda: {"jobs": 0, "wall_s": 0.0, "cpu_s": 0.0, "max_rss_mb": 0.0, "largest_job": None})
+    for tsv in (work / "results" / "benchmarks").rglob("*.tsv"):
+        rule = tsv.parent.name if tsv.parent.name != "benchmarks" else tsv.stem
+        with open(tsv) as f:
+            row = next(csv.DictReader(f, delimiter="\t"))
+        r = per_rule[rule]
+        r["jobs"] += 1
+        r["wall_s"] = round(r["wall_s"] + float(row["s"]), 2)
+        r["cpu_s"] = round(r["cpu_s"] + float(row.get("cpu_time") or 0), 2)
+        rss = float(row.get("max_rss") or 0)
+        if rss >= r["max_rss_mb"]:
+            r["max_rss_mb"], r["largest_job"] = rss, tsv.stem
+    training = [s for s in sampler.samples if any(j.startswith("train") for j in s["jobs"])]
+    return {
+        "configfile": configfile,
+        "cores": cores,
+        "wall_seconds": round(wall, 1),
+        # Machine-wide CPU use (cores busy / cores) while >= 1 training job ran, sampled every 2 s.
+        "cpu_utilisation_while_training": round(sum(s["cpu"] for s in training) / max(1, len(training)) / cores, 3),
+        "share_of_training_time_with_2_jobs": round(sum(len(s["jobs"]) >= 2 for s in training) / max(1, len(training)), 3),
+        "cpu_utilisation_overall": round(sum(s["cpu"] for s in sampler.samples) / max(1, len(sampler.samples)) / cores, 3),
+        "per_rule": dict(sorted(per_rule.items(), key=lambda kv: -kv[1]["wall_s"])),
+        "target": "wall_seconds <= 600",
+        "met": wall <= 600,
+    }
+
+
+def peak_memory(default: dict) -> dict:
+    rule, r = max(default["per_rule"].items(), key=lambda kv: kv[1]["max_rss_mb"])
+    return {"largest_rule": rule, "largest_job": r["largest_job"], "max_rss_mb": r["max_rss_mb"],
+            "target": "<= 2048 MB", "met": r["max_rss_mb"] <= 2048}
+
+
+def _avg_pass1(eval_dir: Path) -> float | None:
+    path = eval_dir / "summary.json"
+    if not path.exists():
+        return None
+    summary = json.loads(path.read_text())
+    return sum(b["pass@1"] for b in summary.values()) / len(summary)
+
+
+def rollout_efficiency_from_finals(results: Path, config: dict) -> dict:
+    """Fallback when no checkpoint curves exist: compares final models only."""
+    nudge = config["nudgerl"]
+    nudge_m = f"nudgerl{nudge['M'] * nudge['K']}"
+    out = {"seeds": config["seeds"], "per_seed": []}
+    for seed in config["seeds"]:
+        def tokens(m):
+            rows = [json.loads(l) for l in (results / "runs" / m / f"seed{seed}" / "metrics.jsonl").read_text().splitlines()]
+            return rows[-1]["cumulative_rollout_tokens"]
+
+        g32, nr = _avg_pass1(results / "eval" / "grpo32" / f"seed{seed}"), _avg_pass1(results / "eval" / nudge_m / f"seed{seed}")
+        out["per_seed"].append({
+            "seed": seed, "grpo32_final_avg_pass1": g32, f"{nudge_m}_final_avg_pass1": nr,
+            "grpo32_rollout_tokens": tokens("grpo32"), f"{nudge_m}_rollout_tokens": tokens(nudge_m),
+            "reached": nr is not None and g32 is not None and nr >= g32,
+        })
+    return out
+
+
+def summary_markdown(res: dict) -> str:
+    lines = [f"# Benchmark results ({res['date']}, {res['machine']['cpus']} CPUs)", "",
+             f"Command: `{res['command']}`", "", "| figure | measured | target | met |", "|---|---|---|---|"]
+    o = res["nudgerl_step_overhead"]
+    lines.append(f"| NudgeRL / GRPO CPU seconds per step (N={o['N']}) | {o['ratio']}x "
+                 f"({o['nudgerl_cpu_s_per_step_median']} vs {o['grpo_cpu_s_per_step_median']} CPU s; wall {o['wall_ratio']}x) | <= 1.3x | {o['met']} |")
+    e = res["eval_throughput"]
+    lines.append(f"| evaluation backend / bare generate loop, tokens per CPU s | {e['backend_vs_bare']}x "
+                 f"({e['tokens_per_cpu_s']['backend']} vs {e['tokens_per_cpu_s']['bare']}) | >= 0.9x | {e['met']} |")
+    lines.append(f"| batching many problems vs one problem per call | {e['batching_gain']}x | - | - |")
+    s = res["job_startup"]
+    for kind in ("train", "eval"):
+        lines.append(f"| {kind} job start-up (import + model load) | {s[kind]['total_s']} s "
+                     f"(import {s[kind]['import_s']}, load {s[kind]['load_s']}; vllm/openai imported: "
+                     f"{s[kind]['vllm_imported']}/{s[kind]['openai_imported']}) | <= 10 s | {s[kind]['total_s'] <= 10} |")
+    if "default" in res:
+        d = res["default"]
+        lines.append(f"| default wall time, cold | {d['wall_seconds'] / 60:.1f} min | <= 10 min | {d['met']} |")
+        lines.append(f"| CPU use while training jobs run | {d['cpu_utilisation_while_training']} of {d['cores']} cores "
+                     f"(2 jobs at once {d['share_of_training_time_with_2_jobs']:.0%} of that time) | both busy | - |")
+        m = res["peak_memory"]
+        lines.append(f"| peak memory, largest default job ({m['largest_job']}) | {m['max_rss_mb']:.0f} MB | <= 2048 MB | {m['met']} |")
+    if "rollout_efficiency" in res:
+        lines += ["", "## Rollout efficiency", "", "```json", json.dumps(res["rollout_efficiency"], indent=1), "```"]
+    if res.get("notes"):
+        lines += ["", "## Notes", "", *[f"- {n}" for n in res["notes"]]]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--skip-default", action="store_true", help="skip the cold default run (items 3, 4, 6)")
+    ap.add_argument("--configfile", default="config/config.yaml")
+    ap.add_argument("--cores", type=int, default=2)
+    ap.add_argument("--out", default=str(REPO / "benchmarks" / "results.json"))
+    args = ap.parse_args()
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    config = yaml.safe_load((REPO / args.configfile).read_text())
+    t_start = time.perf_counter()
+    res = {"command": "python benchmarks/run.py" + (" --skip-default" if args.skip_default else ""),
+           "date": time.strftime("%Y-%m-%d %H:%M %Z"), "notes": [],
+           "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
+           "code_version": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
+                                          capture_output=True, text=True).stdout.strip()}
+    with tempfile.TemporaryDirectory(prefix="nudgerl-bench-") as tmp:
+        tmp = Path(tmp)
+        if args.skip_default:
+            model_dir = perf.random_model(tmp / "random_model", config)
+            res["notes"].append("no default run: ratios measured on a randomly initialised model of the default shape")
+        else:
+            (tmp / "default").mkdir()
+            res["default"] = run_default(tmp / "default", args.configfile, args.cores)
+            res["peak_memory"] = peak_memory(res["default"])
+            results = tmp / "default" / "results"
+            model_dir = str(results / "models" / "base")
+            res["rollout_efficiency"] = rollout_efficiency_from_finals(results, config)
+        res["nudgerl_step_overhead"] = perf.nudgerl_step_overhead(model_dir, config, tmp / "overhead")
+        res["eval_throughput"] = perf.eval_throughput(model_dir, config)
+        res["job_startup"] = perf.job_startup(model_dir, tmp / "startup")
+    res["benchmark_seconds"] = round(time.perf_counter() - t_start, 1)
+    Path(args.out).write_text(json.dumps(res, indent=2) + "\n")
+    Path(args.out).with_suffix(".md").write_text(summary_markdown(res))
+    print(summary_markdown(res))
+
+
+if __name__ == "__main__":
+    main()
