@@ -98,6 +98,20 @@ def benchmark_files():
     return expand(f"{DATA}/eval/{{bench}}.jsonl", bench=BENCHMARKS)
 
 
+def data_spec(name):
+    """A real dataset's spec (data.train or data.benchmarks.<name>) as JSON for params."""
+    d = config["data"]
+    spec = d["train"] if name == "train" else d["benchmarks"][name]
+    return json.dumps(spec, sort_keys=True)
+
+
+def local_data_arg():
+    # Relative `path` entries resolve against data.local_dir (itself relative to the
+    # working directory: ../shared/data/benchmarks beside a clone under /work/<name>/).
+    local = config.get("data", {}).get("local_dir")
+    return f"--local-dir {shlex.quote(local)}" if local else ""
+
+
 def prompt_template(use):
     """The prompt template for `use` (train | nudgerl | eval) as JSON for a rule's params;
     empty for the organism's built-in prompts (its trainers take no --prompt)."""

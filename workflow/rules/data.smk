@@ -19,17 +19,6 @@ if TASK == "organism":
 
 else:
 
-    def data_spec(name):
-        d = config["data"]
-        spec = d["train"] if name == "train" else d["benchmarks"][name]
-        return json.dumps(spec, sort_keys=True)
-
-    def local_data_arg():
-        # Relative `path` entries resolve against data.local_dir (itself relative to the
-        # working directory: ../shared/data/benchmarks beside a clone under /work/<name>/).
-        local = config["data"].get("local_dir")
-        return f"--local-dir {shlex.quote(local)}" if local else ""
-
     rule prepare_train:
         """The training problems (DAPO-Math-17k): the configured subset, content-hashed."""
         output:
