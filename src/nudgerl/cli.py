@@ -29,6 +29,37 @@ def _json_arg(text: str) -> dict:
         raise argparse.ArgumentTypeError(f"--params is not valid JSON: {e}") from None
 
 
+def _template(args):
+    """The --prompt template (JSON from the rule), or None: the organism's built-in prompts."""
+    from .prompts import PromptTemplate
+
+    d = getattr(args, "prompt", None)
+    return PromptTemplate.from_dict(d) if d else None
+
+
+def _problem_records(rows: list[dict], template) -> list[dict]:
+    """Trainer rows: conversational prompt (x0), gold answer, id; the answer region if the
+    template names one (the reward then grades that part of each completion)."""
+    out = []
+    for r in rows:
+        messages = template.messages(r["problem"]) if template is not None else [
+            {"role": "user", "content": r["problem"]}]
+        rec = {"prompt": messages, "answer": r["answer"], "id": r["id"]}
+        if template is not None and template.answer_region:
+            rec["answer_region"] = template.answer_region
+        out.append(rec)
+    return out
+
+
+def _run_config(params: dict, template):
+    from .training.grpo import GRPORunConfig
+
+    cfg = GRPORunConfig.from_dict(params)
+    if template is not None and template.stop and cfg.use_vllm:
+        cfg.stop = list(template.stop)
+    return cfg
+
+
 # ---------------------------------------------------------------- subcommands
 
 
@@ -87,15 +118,15 @@ def cmd_train_grpo(args) -> None:
     from .training.grpo import GRPORunConfig, train_grpo
 
     params = dict(args.params, num_generations=args.num_generations, seed=args.seed)
-    cfg = GRPORunConfig.from_dict(params)
-    records = [
-        {"prompt": [{"role": "user", "content": r["problem"]}], "answer": r["answer"], "id": r["id"]}
-        for r in read_problems(args.train)
-    ]
+    template = _template(args)
+    cfg = _run_config(params, template)
+    assert isinstance(cfg, GRPORunConfig)
+    records = _problem_records(read_problems(args.train), template)
     out = Path(args.out_dir)
-    report = train_grpo(args.model, records, cfg, out)
+    report = train_grpo(args.model, records, cfg, out, revision=args.revision)
     atomic_write_text(out / "train_report.json", json.dumps(report, indent=2, default=str))
-    write_provenance(out / "model", params, {"train": args.seed}, [args.train])
+    write_provenance(out / "model", {**params, "model": args.model, "revision": args.revision,
+                                     "prompt": args.prompt}, {"train": args.seed}, [args.train])
 
 
 def cmd_evaluate(args) -> None:
@@ -106,6 +137,7 @@ def cmd_evaluate(args) -> None:
     from .sampling import SamplingParams
 
     p = args.params
+    template = _template(args)
     params = SamplingParams(
         n=p["samples_per_problem"],
         temperature=p.get("temperature", 1.0),
@@ -113,10 +145,16 @@ def cmd_evaluate(args) -> None:
         max_new_tokens=p.get("max_new_tokens", 64),
         batch_size=p.get("batch_size", 256),
         seed=args.seed,
+        stop=tuple(template.stop) if template is not None else (),
     )
     benchmarks = {Path(b).stem: read_problems(b) for b in args.benchmarks}
     out = Path(args.out_dir)
-    summaries = evaluate_model(args.model, benchmarks, params, p.get("ks", [1]), out, parse_strategy=parse_strategy)
+    organism = template is None or template.style == "organism"
+    backend_kwargs = {k: p[k] for k in ("max_model_len", "gpu_memory_utilization", "tensor_parallel_size") if k in p}
+    summaries = evaluate_model(args.model, benchmarks, params, p.get("ks", [1]), out,
+                               parse_strategy=parse_strategy if organism else None, template=template,
+                               backend=p.get("backend", "transformers"), revision=args.revision,
+                               backend_kwargs=backend_kwargs)
     atomic_write_text(out / "summary.json", json.dumps(summaries, indent=2))
     write_provenance(out / "summary.json", p, {"sampling": args.seed}, [args.model, *args.benchmarks])
     print(json.dumps({k: v["pass@1"] for k, v in summaries.items()}, indent=2))
@@ -163,10 +201,13 @@ def cmd_train_pope(args) -> None:
 
     pope = POPEConfig.from_dict(args.pope)
     params = dict(args.params, num_generations=args.num_generations, seed=args.seed)
-    cfg = GRPORunConfig.from_dict(params)
+    template = _template(args)
+    cfg = _run_config(params, template)
+    assert isinstance(cfg, GRPORunConfig)
     oracles = {r["id"]: r["solution"] for r in read_jsonl(args.oracles)}
     out = Path(args.out_dir)
-    report = train_pope(args.model, read_problems(args.train), oracles, cfg, pope, out)
+    report = train_pope(args.model, read_problems(args.train), oracles, cfg, pope, out, template=template,
+                        revision=args.revision)
     atomic_write_text(out / "train_report.json", json.dumps(report, indent=2, default=str))
     write_provenance(out / "model", {**params, "pope": args.pope}, {"train": args.seed}, [args.train, args.oracles])
 
@@ -176,7 +217,8 @@ def cmd_rank_hints(args) -> None:
     from .io import read_jsonl, read_problems, write_jsonl, write_provenance
     from .ranking import rank_pools
 
-    rows = rank_pools(args.model, read_problems(args.train), read_jsonl(args.pools), args.params)
+    rows = rank_pools(args.model, read_problems(args.train), read_jsonl(args.pools), args.params,
+                      template=_template(args), revision=args.revision)
     write_jsonl(args.out, rows)
     write_provenance(args.out, args.params, {"sampling": args.params.get("seed", 0)},
                      [args.model, args.train, args.pools])
@@ -190,16 +232,17 @@ def cmd_train_nudgerl(args) -> None:
 
     nudge = NudgeRLConfig.from_dict(args.nudge)
     params = dict(args.params, num_generations=nudge.M * nudge.K, seed=args.seed)
-    cfg = GRPORunConfig.from_dict(params)
+    template = _template(args)
+    cfg = _run_config(params, template)
+    assert isinstance(cfg, GRPORunConfig)
     pools = {r["id"]: r["hints"] for r in read_jsonl(args.pools)}
     records = []
-    for r in read_problems(args.train):
-        if r["id"] not in pools:
-            raise KeyError(f"{args.pools} has no pool for training problem {r['id']!r}")
-        records.append({"prompt": [{"role": "user", "content": r["problem"]}], "answer": r["answer"],
-                        "id": r["id"], "hints": pools[r["id"]]})
+    for rec in _problem_records(read_problems(args.train), template):
+        if rec["id"] not in pools:
+            raise KeyError(f"{args.pools} has no pool for training problem {rec['id']!r}")
+        records.append({**rec, "hints": pools[rec["id"]]})
     out = Path(args.out_dir)
-    report = train_nudgerl(args.model, records, cfg, nudge, out)
+    report = train_nudgerl(args.model, records, cfg, nudge, out, template=template, revision=args.revision)
     atomic_write_text(out / "train_report.json", json.dumps(report, indent=2, default=str))
     write_provenance(out / "model", {**params, "nudge": args.nudge}, {"train": args.seed}, [args.train, args.pools])
 
@@ -220,6 +263,30 @@ def cmd_diagnostics_md(args) -> None:
     from .io import atomic_write_text
 
     atomic_write_text(args.out, to_markdown(json.loads(Path(args.input).read_text())))
+
+
+# ---------------------------------------------------------------- real data (paper scale)
+
+
+def cmd_prepare_data(args) -> None:
+    from .data import prepare
+
+    stats = prepare(args.spec, args.name, args.out, local_dir=args.local_dir)
+    print(json.dumps(stats, indent=2))
+
+
+def _add_real_data_parsers(add) -> None:
+    p = add("prepare-data", cmd_prepare_data, "one real dataset (HF id at a pinned revision, or a local file) as problems")
+    p.add_argument("--name", required=True, help="dataset name (ids default to <name>-<row>)")
+    p.add_argument("--spec", type=_json_arg, required=True, help="the data.train or data.benchmarks.<name> entry as JSON")
+    p.add_argument("--local-dir", default=None, help="folder that relative 'path' entries are resolved against")
+    p.add_argument("--out", required=True)
+
+
+def _add_model_arguments(p) -> None:
+    """Real models: a hub revision and the prompt template (both optional: the organism needs neither)."""
+    p.add_argument("--revision", default=None, help="revision of a Hugging Face model id given as --model")
+    p.add_argument("--prompt", type=_json_arg, default=None, help="prompt template as JSON (nudgerl.prompts)")
 
 
 # ---------------------------------------------------------------- parser
@@ -320,6 +387,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("plot-curves", cmd_plot_curves, "training-curve figure from metrics.jsonl files")
     p.add_argument("--runs", nargs="+", required=True)
     p.add_argument("--out", required=True)
+
+    _add_real_data_parsers(add)
+    for name in ("train-grpo", "train-pope", "train-nudgerl", "evaluate", "rank-hints"):
+        _add_model_arguments(sub.choices[name])
     return ap
 
 

@@ -58,6 +58,17 @@ def validate_config(config: dict, schema_path: Path = SCHEMA_PATH) -> dict:
 def preflight(config: dict) -> list[str]:
     """Checks a schema cannot express: shapes that would only fail inside a job."""
     problems = []
+    if config.get("task", "organism") == "math":
+        for key in ("models", "data"):
+            if not config.get(key):
+                problems.append(f"config key '{key}' is required when task is 'math'")
+    from .prompts import resolve_template
+
+    for use in ("train", "nudgerl", "eval"):
+        try:
+            resolve_template(config.get("prompts"), use)
+        except ValueError as e:
+            problems.append(str(e))
     ev = config["eval"]
     for k in ev.get("ks", [1]):
         if k > ev["samples_per_problem"]:

@@ -16,20 +16,30 @@ from .io import atomic_write_text, write_jsonl
 from .sampling import SamplingParams, chat_prompt, generate
 
 
-def evaluate_benchmark(model, tokenizer, problems: list[dict], params: SamplingParams, ks: list[int],
-                       parse_strategy=None, hint: str | None = None, progress: bool = False):
-    """Sample and grade; returns (sample rows, problem rows, summary)."""
-    from .organism.task import prompt_text
+def build_prompts(tokenizer, problems: list[dict], template=None, hint: str | None = None) -> list[str]:
+    """Chat-formatted prompts. ``template`` (a :class:`nudgerl.prompts.PromptTemplate`) gives
+    the messages; without one, the organism's prompt with ``hint`` as a full hint line."""
+    if template is None:
+        from .organism.task import prompt_text
 
+        return [chat_prompt(tokenizer, prompt_text(p["problem"], hint)) for p in problems]
+    return [tokenizer.apply_chat_template(template.messages(p["problem"], hint), tokenize=False,
+                                          add_generation_prompt=True) for p in problems]
+
+
+def evaluate_benchmark(model, tokenizer, problems: list[dict], params: SamplingParams, ks: list[int],
+                       parse_strategy=None, hint: str | None = None, progress: bool = False, template=None):
+    """Sample and grade; returns (sample rows, problem rows, summary)."""
     t0 = time.perf_counter()
-    prompts = [chat_prompt(tokenizer, prompt_text(p["problem"], hint)) for p in problems]
+    prompts = build_prompts(tokenizer, problems, template, hint)
     outputs = generate(model, tokenizer, prompts, params, progress=progress)
     stats = GradeStats()
     samples, per_problem = [], []
     for p, outs in zip(problems, outputs):
         c = 0
         for j, (text, n_tok) in enumerate(outs):
-            r = grade(text, p["answer"], stats)
+            graded = template.answer_text(text) if template is not None else text
+            r = grade(graded, p["answer"], stats)
             c += int(r)
             row = {"id": p["id"], "sample": j, "reward": r, "tokens": n_tok, "completion": text}
             if parse_strategy is not None:
@@ -54,16 +64,18 @@ def evaluate_benchmark(model, tokenizer, problems: list[dict], params: SamplingP
 
 
 def evaluate_model(model_dir: str, benchmarks: dict[str, list[dict]], params: SamplingParams, ks: list[int],
-                   out_dir: Path, parse_strategy=None, progress: bool = True) -> dict:
+                   out_dir: Path, parse_strategy=None, progress: bool = True, template=None,
+                   backend: str = "transformers", revision: str | None = None, backend_kwargs: dict | None = None) -> dict:
     from .sampling import load_policy
 
-    model, tokenizer = load_policy(model_dir)
+    model, tokenizer = load_policy(model_dir, backend=backend, revision=revision, **(backend_kwargs or {}))
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     summaries = {}
     for name, problems in benchmarks.items():
         samples, per_problem, summary = evaluate_benchmark(
-            model, tokenizer, problems, params, ks, parse_strategy=parse_strategy, progress=progress
+            model, tokenizer, problems, params, ks, parse_strategy=parse_strategy, progress=progress,
+            template=template,
         )
         write_jsonl(out_dir / f"{name}.samples.jsonl", samples)
         write_jsonl(out_dir / f"{name}.problems.jsonl", per_problem)

@@ -30,7 +30,7 @@ def guided_problems(ids: list[str], guided_fraction: float = 0.5, seed: int = 0)
     return {i: random.Random(f"pope:{seed}:{i}").random() < guided_fraction for i in ids}
 
 
-def guided_prompt(tokenizer, problem: str, prefix: str, style: str = "prefill") -> str:
+def guided_prompt(tokenizer, problem: str, prefix: str, style: str = "prefill", template=None) -> str:
     """A chat-formatted prompt that carries the oracle prefix.
 
     ``prefill`` (the organism, which cannot follow instructions): the prefix opens the
@@ -39,12 +39,15 @@ def guided_prompt(tokenizer, problem: str, prefix: str, style: str = "prefill") 
     Either way the completion alone is graded: it ends the solution, so its final
     ``\\boxed{}`` answer is the policy's own.
     """
+    system = [{"role": "system", "content": template.system}] if template is not None and template.system else []
+    if template is not None:  # the template's user turn (e.g. the authors' system prompt + problem)
+        problem = template.messages(problem)[-1]["content"]
     if style == "prefill":
-        head = tokenizer.apply_chat_template([{"role": "user", "content": problem}], tokenize=False,
+        head = tokenizer.apply_chat_template([*system, {"role": "user", "content": problem}], tokenize=False,
                                              add_generation_prompt=True)
         return head + prefix
     if style == "instruct":
         content = f"{problem}\n\n{GUIDE_INSTRUCTION}\n\n{prefix}"
-        return tokenizer.apply_chat_template([{"role": "user", "content": content}], tokenize=False,
+        return tokenizer.apply_chat_template([*system, {"role": "user", "content": content}], tokenize=False,
                                              add_generation_prompt=True)
     raise ValueError(f"unknown POPE prompt style {style!r}; use 'prefill' or 'instruct'")

@@ -13,9 +13,13 @@ from .prompts import HINT_STYLES
 from .sampling import SamplingParams, chat_prompt, generate, load_policy
 
 
-def rank_pools(model_dir: str, train: list[dict], pools: list[dict], p: dict, hint_style: str = "organism") -> list[dict]:
-    model, tokenizer = load_policy(model_dir)
-    apply_hint = HINT_STYLES[hint_style]
+def rank_pools(model_dir: str, train: list[dict], pools: list[dict], p: dict, hint_style: str = "organism",
+               template=None, revision: str | None = None) -> list[dict]:
+    """``template`` (a PromptTemplate) builds x0/x1 as in training; without one, the organism's."""
+    backend_kwargs = {k: p[k] for k in ("max_model_len", "gpu_memory_utilization") if k in p}
+    model, tokenizer = load_policy(model_dir, backend=p.get("backend", "transformers"), revision=revision,
+                                   **backend_kwargs)
+    apply_hint = template.apply_hint if template is not None else HINT_STYLES[hint_style]
     answers = {r["id"]: r["answer"] for r in train}
     params = SamplingParams(n=p.get("samples", 16), temperature=p.get("temperature", 1.0),
                             top_p=p.get("top_p", 1.0), max_new_tokens=p.get("max_new_tokens", 64),
@@ -25,15 +29,20 @@ def rank_pools(model_dir: str, train: list[dict], pools: list[dict], p: dict, hi
     for row in pools:
         if row["id"] not in answers:
             raise KeyError(f"pool row {row['id']!r} has no training problem (answer)")
-        messages = [{"role": "user", "content": row["problem"]}]
+        messages = template.messages(row["problem"]) if template is not None else [
+            {"role": "user", "content": row["problem"]}]
         for hint in [None, *row["hints"]]:
             m = messages if hint is None else apply_hint(messages, hint)
-            prompts.append(chat_prompt(tokenizer, m[-1]["content"]))
+            if template is None:
+                prompts.append(chat_prompt(tokenizer, m[-1]["content"]))
+            else:
+                prompts.append(tokenizer.apply_chat_template(m, tokenize=False, add_generation_prompt=True))
             index.append((row["id"], hint))
     outputs = generate(model, tokenizer, prompts, params, progress=True)
     passk = {}
     for (pid, hint), outs in zip(index, outputs):
-        c = sum(int(grade(text, answers[pid])) for text, _ in outs)
+        c = sum(int(grade(template.answer_text(text) if template is not None else text, answers[pid]))
+                for text, _ in outs)
         passk[(pid, hint)] = pass_at_k(len(outs), c, k)
     ranked = []
     for row in pools:

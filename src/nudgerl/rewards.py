@@ -13,5 +13,12 @@ def completion_text(completion) -> str:
 
 
 def correctness_reward(prompts, completions, answer, **kwargs) -> list[float]:
-    """1.0 when the completion's final answer matches the gold answer (math-verify)."""
-    return [grade(completion_text(c), str(a)) for c, a in zip(completions, answer)]
+    """1.0 when the completion's final answer matches the gold answer (math-verify).
+
+    A training row may carry ``answer_region`` (its prompt template's regex for where the
+    answer is written, e.g. the authors' ``<SOLUTION>...</SOLUTION>``): the grader then reads
+    the last such region of the completion, or the whole completion when it has none."""
+    from .prompts import answer_text
+
+    regions = kwargs.get("answer_region") or [None] * len(completions)
+    return [grade(answer_text(completion_text(c), r), str(a)) for c, a, r in zip(completions, answer, regions)]

@@ -1,8 +1,13 @@
 """Batched sampling from a causal LM with transformers ``generate`` (the CPU backend).
 
 Many problems' samples go through one left-padded batch, so a tiny model keeps the CPU
-busy instead of paying per-problem overhead. A vLLM backend with the same interface is a
-GPU extra (paper scale).
+busy instead of paying per-problem overhead.
+
+Two backends, one interface: ``load_policy(model, backend=...)`` returns ``(model, tokenizer)``
+and ``generate(model, tokenizer, prompts, params)`` returns, per prompt, ``params.n``
+``(text, n_tokens)`` pairs. ``transformers`` (CPU, the default) and ``vllm`` (GPU, the
+optional ``.[gpu]`` extra: :class:`VLLMPolicy`, LoRA adapters served with a
+``LoRARequest`` over their base model). vLLM is imported only when that backend is chosen.
 """
 
 from __future__ import annotations
@@ -18,12 +23,23 @@ class SamplingParams:
     max_new_tokens: int = 64
     batch_size: int = 256  # sequences per generate call
     seed: int = 0
+    stop: tuple[str, ...] = ()  # stop strings (vLLM backend; the authors stop at </SOLUTION> in training)
 
 
-def load_policy(model_dir: str, device: str = "cpu"):
-    """Load a saved HF model directory (full model, or a PEFT adapter over its base)."""
+BACKENDS = ("transformers", "vllm")
+
+
+def load_policy(model_dir: str, device: str = "cpu", backend: str = "transformers", revision: str | None = None,
+                **vllm_kwargs):
+    """Load a policy: a saved HF model directory (full model, or a PEFT adapter over its
+    base) or a Hugging Face model id (with ``revision``)."""
     from pathlib import Path
 
+    if backend == "vllm":
+        policy = VLLMPolicy(model_dir, revision=revision, **vllm_kwargs)
+        return policy, policy.tokenizer
+    if backend != "transformers":
+        raise ValueError(f"unknown sampling backend {backend!r}; use one of {BACKENDS}")
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     path = Path(model_dir)
@@ -32,8 +48,8 @@ def load_policy(model_dir: str, device: str = "cpu"):
 
         model = AutoPeftModelForCausalLM.from_pretrained(str(path)).merge_and_unload()
     else:
-        model = AutoModelForCausalLM.from_pretrained(str(path))
-    tokenizer = AutoTokenizer.from_pretrained(str(path))
+        model = AutoModelForCausalLM.from_pretrained(str(path), revision=revision)
+    tokenizer = AutoTokenizer.from_pretrained(str(path), revision=revision if not path.exists() else None)
     tokenizer.padding_side = "left"
     model.to(device).eval()
     return model, tokenizer
@@ -49,6 +65,8 @@ def generate(model, tokenizer, prompts: list[str], params: SamplingParams, progr
 
     Returns a list (one entry per prompt) of lists of (text, n_tokens).
     """
+    if isinstance(model, VLLMPolicy):
+        return model.generate(prompts, params)
     import torch
     from tqdm.auto import tqdm
 
@@ -79,3 +97,66 @@ def generate(model, tokenizer, prompts: list[str], params: SamplingParams, progr
         bar.update(len(chunk))
     bar.close()
     return out
+
+
+def adapter_base(model_dir: str) -> str | None:
+    """The base model of a PEFT adapter folder (None for a full model or a hub id)."""
+    import json
+    from pathlib import Path
+
+    cfg = Path(model_dir) / "adapter_config.json"
+    if not cfg.exists():
+        return None
+    base = json.loads(cfg.read_text()).get("base_model_name_or_path")
+    if not base:
+        raise ValueError(f"{cfg}: no base_model_name_or_path; cannot serve the adapter")
+    return base
+
+
+def adapter_rank(model_dir: str) -> int:
+    import json
+    from pathlib import Path
+
+    return int(json.loads((Path(model_dir) / "adapter_config.json").read_text()).get("r", 16))
+
+
+class VLLMPolicy:
+    """The GPU sampling backend: one vLLM engine; a LoRA adapter folder is served over its
+    base model with a ``LoRARequest`` (no merge), a full model or hub id directly.
+
+    ``generate`` sends each prompt once with ``n`` samples (vLLM shares the prompt's KV
+    cache across them) and returns what the transformers backend returns.
+    """
+
+    def __init__(self, model: str, revision: str | None = None, max_model_len: int | None = None,
+                 gpu_memory_utilization: float = 0.9, tensor_parallel_size: int = 1, dtype: str = "auto",
+                 llm=None, lora_request_cls=None, sampling_params_cls=None):
+        # llm / *_cls: injected in CPU tests of this glue; None imports vLLM (GPU).
+        base = adapter_base(model)
+        self.adapter = model if base else None
+        self.base = base or model
+        if llm is None:
+            from vllm import LLM, SamplingParams
+            from vllm.lora.request import LoRARequest
+
+            kwargs = dict(model=self.base, revision=revision, dtype=dtype, max_model_len=max_model_len,
+                          gpu_memory_utilization=gpu_memory_utilization, tensor_parallel_size=tensor_parallel_size,
+                          enable_lora=self.adapter is not None)
+            if self.adapter is not None:
+                kwargs["max_lora_rank"] = adapter_rank(self.adapter)
+            llm = LLM(**kwargs)
+            lora_request_cls, sampling_params_cls = LoRARequest, SamplingParams
+        self.llm = llm
+        self._sampling_params_cls = sampling_params_cls
+        self.lora_request = lora_request_cls("policy", 1, self.adapter) if self.adapter is not None else None
+        self.tokenizer = llm.get_tokenizer()
+
+    def generate(self, prompts: list[str], params: SamplingParams):
+        sp = self._sampling_params_cls(
+            n=params.n, temperature=params.temperature, top_p=params.top_p if params.temperature > 0 else 1.0,
+            max_tokens=params.max_new_tokens, seed=params.seed, stop=list(params.stop) or None,
+        )
+        outputs = self.llm.generate(prompts, sp, lora_request=self.lora_request, use_tqdm=False)
+        if len(outputs) != len(prompts):
+            raise RuntimeError(f"vLLM returned {len(outputs)} results for {len(prompts)} prompts")
+        return [[(o.text, len(o.token_ids)) for o in req.outputs] for req in outputs]

@@ -1,16 +1,29 @@
 import json
 import os
+import shlex
 
-RESULTS = "results"
+# ---- organism / real switch (config key `task`) ---------------------------------------
+# task: organism  the CPU model organism: data generated, base model trained in the DAG
+#                 (base_model rule); every output under results/.
+# task: math      real data (prepare_* rules, data section) and real base models (`models`
+#                 list: HF id or local path); the whole matrix runs once per model, under
+#                 results/{model}/ (shared data, pools and oracles stay under results/).
+# Everything downstream (trainers, grader, evaluation, tables) is one code path.
+TASK = config.get("task", "organism")
+SHARED = "results"  # data, strategy pools, oracle solutions: shared by every model
+MODELS = {m["name"]: m for m in config.get("models", [])} if TASK == "math" else {}
+RESULTS = f"{SHARED}/{{model}}" if TASK == "math" else SHARED
+DATA = f"{SHARED}/data"
+TRAIN = f"{DATA}/train.jsonl"
 SEEDS = config["seeds"]
-BENCHMARKS = list(config["organism"]["benchmarks"])
+BENCHMARKS = list(config["data"]["benchmarks"] if TASK == "math" else config["organism"]["benchmarks"])
 GRPO_METHODS = [f"grpo{n}" for n in config["grpo"]["group_sizes"]]
 THREADS = config.get("threads_per_job", 1)
 POOL_STAGE = config.get("pools", {}).get("stage", "pools_organism")
-POOLS = f"{RESULTS}/pools/{POOL_STAGE}.jsonl"
-RANKED_POOLS = f"{RESULTS}/pools/{POOL_STAGE}.ranked.jsonl"
+POOLS = f"{SHARED}/pools/{POOL_STAGE}.jsonl"
+RANKED_POOLS = f"{RESULTS}/pools/{POOL_STAGE}.ranked.jsonl"  # ranked by each model's base policy
 ORACLE_STAGE = config.get("pope", {}).get("oracle_stage", "oracles_organism")
-ORACLES = f"{RESULTS}/oracles/{ORACLE_STAGE}.jsonl"
+ORACLES = f"{SHARED}/oracles/{ORACLE_STAGE}.jsonl"
 POPE_METHOD = f"pope{config.get('pope', {}).get('num_generations', 8)}"
 
 # NudgeRL runs: the main run and one run per ablation value, as method ids
@@ -57,6 +70,7 @@ TRAINED = [*GRPO_METHODS, *NUDGE_RUNS]
 
 
 wildcard_constraints:
+    model=r"[A-Za-z0-9_.-]+",
     seed=r"\d+",
     n=r"\d+",
     method=r"base|grpo\d+|pope\d+|nudgerl\d+(_[a-z0-9.]+)?",
@@ -81,20 +95,86 @@ def dvc_stage_definition(stage):
 
 
 def benchmark_files():
-    return expand(f"{RESULTS}/data/eval/{{bench}}.jsonl", bench=BENCHMARKS)
+    return expand(f"{DATA}/eval/{{bench}}.jsonl", bench=BENCHMARKS)
+
+
+def data_spec(name):
+    """A real dataset's spec (data.train or data.benchmarks.<name>) as JSON for params."""
+    d = config["data"]
+    spec = d["train"] if name == "train" else d["benchmarks"][name]
+    return json.dumps(spec, sort_keys=True)
+
+
+def local_data_arg():
+    # Relative `path` entries resolve against data.local_dir (itself relative to the
+    # working directory: ../shared/data/benchmarks beside a clone under /work/<name>/).
+    local = config.get("data", {}).get("local_dir")
+    return f"--local-dir {shlex.quote(local)}" if local else ""
+
+
+def prompt_template(use):
+    """The prompt template for `use` (train | nudgerl | eval) as JSON for a rule's params;
+    empty for the organism's built-in prompts (its trainers take no --prompt)."""
+    from nudgerl.prompts import resolve_template
+
+    t = resolve_template(config.get("prompts"), use)
+    return "" if t.style == "organism" else json.dumps(t.to_dict(), sort_keys=True)
+
+
+def prompt_arg(use):
+    t = prompt_template(use)
+    return f"--prompt {shlex.quote(t)}" if t else ""
+
+
+def base_model_input(wildcards):
+    """Input files of the base policy: the organism's trained folder, a real model's local
+    folder, or nothing for a Hugging Face id (the job loads it; `revision` pins it)."""
+    if TASK != "math":
+        return f"{SHARED}/models/base"
+    path = MODELS[wildcards.model]["path"]
+    return path if os.path.exists(path) else []
+
+
+def base_model_arg(wildcards):
+    """--model (and --revision) of the base policy, for a rule's params."""
+    if TASK != "math":
+        return f"{SHARED}/models/base"
+    m = MODELS[wildcards.model]
+    rev = f" --revision {shlex.quote(m['revision'])}" if m.get("revision") else ""
+    return shlex.quote(m["path"]) + rev
 
 
 def model_dir(wildcards):
+    """Input of an evaluation: a trained run's model folder, or the base policy."""
     if wildcards.method == "base":
-        return f"{RESULTS}/models/base"
-    return f"{RESULTS}/runs/{wildcards.method}/seed{wildcards.seed}/model"
+        return base_model_input(wildcards)
+    return f"{RESULTS}/runs/{wildcards.method}/seed{wildcards.seed}/model".format(**dict(wildcards.items()))
+
+
+def model_arg(wildcards):
+    if wildcards.method == "base":
+        return base_model_arg(wildcards)
+    return model_dir(wildcards)
+
+
+def launcher(wildcards, resources):
+    """`nudgerl`, or `accelerate launch` (DeepSpeed ZeRO, one process per GPU) when a
+    training job was given more than one GPU (resources `gpu`, e.g. in profiles/slurm)."""
+    gpus = int(getattr(resources, "gpu", 0) or 0)
+    if gpus <= 1:
+        return "nudgerl"
+    acc = config.get("accelerate", {})
+    cfg = acc.get("config_file", "workflow/accelerate/deepspeed_zero2.yaml")
+    return f"accelerate launch --config_file {cfg} --num_processes {gpus} -m nudgerl.cli"
 
 
 def final_outputs():
-    return [
-        f"{RESULTS}/diagnostics/base_model.json",
-        f"{RESULTS}/diagnostics/base_model.md",
-        *expand(f"{RESULTS}/tables/table1.{{ext}}", ext=["csv", "md", "tex"]),
+    per_model = [
+        *expand(f"{RESULTS}/tables/table1.{{ext}}", ext=["csv", "md", "tex"], allow_missing=True),
         f"{RESULTS}/figures/training_curves.png",
-        *expand(f"{RESULTS}/tables/ablation_{{ablation}}.{{ext}}", ablation=list(ABLATIONS), ext=["csv", "md", "tex"]),
+        *expand(f"{RESULTS}/tables/ablation_{{ablation}}.{{ext}}", ablation=list(ABLATIONS), ext=["csv", "md", "tex"],
+                allow_missing=True),
     ]
+    if TASK == "math":
+        return expand(per_model, model=list(MODELS))
+    return [f"{RESULTS}/diagnostics/base_model.json", f"{RESULTS}/diagnostics/base_model.md", *per_model]

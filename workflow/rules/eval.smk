@@ -5,9 +5,13 @@ rule evaluate:
         benchmarks=benchmark_files(),
     output:
         summary=f"{RESULTS}/eval/{{method}}/seed{{seed}}/summary.json",
-        problems=expand(f"{RESULTS}/eval/{{{{method}}}}/seed{{{{seed}}}}/{{bench}}.problems.jsonl", bench=BENCHMARKS),
+        problems=expand(
+            f"{RESULTS}/eval/{{method}}/seed{{seed}}/{{bench}}.problems.jsonl", bench=BENCHMARKS, allow_missing=True
+        ),
     params:
         cfg=section("eval"),
+        model=model_arg,
+        prompt=lambda w: prompt_arg("eval"),
         out_dir=lambda w, output: os.path.dirname(output.summary),
     threads: THREADS
     resources:
@@ -19,5 +23,5 @@ rule evaluate:
     benchmark:
         f"{RESULTS}/benchmarks/evaluate/{{method}}_seed{{seed}}.tsv"
     shell:
-        "nudgerl evaluate --model {input.model} --benchmarks {input.benchmarks} --seed {wildcards.seed} "
-        "--params {params.cfg:q} --threads {threads} --out-dir {params.out_dir} > {log} 2>&1"
+        "nudgerl evaluate --model {params.model} {params.prompt} --benchmarks {input.benchmarks} "
+        "--seed {wildcards.seed} --params {params.cfg:q} --threads {threads} --out-dir {params.out_dir} > {log} 2>&1"

@@ -1,7 +1,7 @@
 rule strategy_pools:
     """Per training problem, candidate hints: the DVC stage `pools.stage` (cached, shareable)."""
     input:
-        train=rules.organism_data.output.train,
+        train=TRAIN,
     output:
         pools=POOLS,
         stats=f"{POOLS}.stats.json",
@@ -13,9 +13,9 @@ rule strategy_pools:
     conda:
         "../envs/nudgerl.yaml"
     log:
-        f"{RESULTS}/logs/strategy_pools.log",
+        f"{SHARED}/logs/strategy_pools.log",
     benchmark:
-        f"{RESULTS}/benchmarks/strategy_pools.tsv"
+        f"{SHARED}/benchmarks/strategy_pools.tsv"
     shell:
         # DVC re-runs the stage only if params.yaml or the problems changed; otherwise it
         # restores the pools from its cache without calling the backend.
@@ -25,13 +25,15 @@ rule strategy_pools:
 rule rank_hints:
     """Top-ranked hint sampling: keep each problem's best hints by base-policy pass@k gain."""
     input:
-        model=rules.base_model.output[0],
-        train=rules.organism_data.output.train,
+        model=base_model_input,
+        train=TRAIN,
         pools=POOLS,
     output:
         RANKED_POOLS,
     params:
         cfg=section("ranking"),
+        model=base_model_arg,
+        prompt=lambda w: prompt_arg("nudgerl"),
     threads: THREADS
     resources:
         mem_mb=2000,
@@ -42,14 +44,14 @@ rule rank_hints:
     benchmark:
         f"{RESULTS}/benchmarks/rank_hints.tsv"
     shell:
-        "nudgerl rank-hints --model {input.model} --train {input.train} --pools {input.pools} "
+        "nudgerl rank-hints --model {params.model} {params.prompt} --train {input.train} --pools {input.pools} "
         "--params {params.cfg:q} --threads {threads} --out {output} > {log} 2>&1"
 
 
 rule oracle_solutions:
     """Oracle solutions for POPE: the DVC stage `pope.oracle_stage` (cached, shareable)."""
     input:
-        train=rules.organism_data.output.train,
+        train=TRAIN,
     output:
         oracles=ORACLES,
         stats=f"{ORACLES}.stats.json",
@@ -61,8 +63,8 @@ rule oracle_solutions:
     conda:
         "../envs/nudgerl.yaml"
     log:
-        f"{RESULTS}/logs/oracle_solutions.log",
+        f"{SHARED}/logs/oracle_solutions.log",
     benchmark:
-        f"{RESULTS}/benchmarks/oracle_solutions.tsv"
+        f"{SHARED}/benchmarks/oracle_solutions.tsv"
     shell:
         "dvc --wait-for-lock repro --single-item {params.stage} > {log} 2>&1"

@@ -1,13 +1,16 @@
 rule train_grpo:
     """GRPO with N rollouts per prompt (TRL GRPOTrainer); resumes from its last checkpoint."""
     input:
-        model=rules.base_model.output[0],
-        train=rules.organism_data.output.train,
+        model=base_model_input,
+        train=TRAIN,
     output:
         model=directory(f"{RESULTS}/runs/grpo{{n}}/seed{{seed}}/model"),
         metrics=f"{RESULTS}/runs/grpo{{n}}/seed{{seed}}/metrics.jsonl",
     params:
         cfg=section("grpo"),
+        model=base_model_arg,
+        prompt=lambda w: prompt_arg("train"),
+        launch=launcher,
         run_dir=lambda w, output: os.path.dirname(output.metrics),
     threads: THREADS
     resources:
@@ -19,7 +22,7 @@ rule train_grpo:
     benchmark:
         f"{RESULTS}/benchmarks/train_grpo/grpo{{n}}_seed{{seed}}.tsv"
     shell:
-        "nudgerl train-grpo --model {input.model} --train {input.train} --num-generations {wildcards.n} "
+        "{params.launch} train-grpo --model {params.model} {params.prompt} --train {input.train} --num-generations {wildcards.n} "
         "--seed {wildcards.seed} --params {params.cfg:q} --threads {threads} --out-dir {params.run_dir} "
         "> {log} 2>&1"
 
@@ -27,8 +30,8 @@ rule train_grpo:
 rule train_nudgerl:
     """NudgeRL: nudged rollouts, inter-intra advantage, hint-free distillation."""
     input:
-        model=rules.base_model.output[0],
-        train=rules.organism_data.output.train,
+        model=base_model_input,
+        train=TRAIN,
         pools=lambda w: NUDGE_RUNS[w.method]["pools"],
     output:
         model=directory(f"{RESULTS}/runs/{{method}}/seed{{seed}}/model"),
@@ -37,6 +40,9 @@ rule train_nudgerl:
         method=r"nudgerl\d+(_[a-z0-9.]+)?",
     params:
         cfg=section("grpo"),
+        model=base_model_arg,
+        prompt=lambda w: prompt_arg("nudgerl"),
+        launch=launcher,
         nudge=lambda w: json.dumps(NUDGE_RUNS[w.method]["nudge"], sort_keys=True),
         run_dir=lambda w, output: os.path.dirname(output.metrics),
     threads: THREADS
@@ -49,7 +55,7 @@ rule train_nudgerl:
     benchmark:
         f"{RESULTS}/benchmarks/train_nudgerl/{{method}}_seed{{seed}}.tsv"
     shell:
-        "nudgerl train-nudgerl --model {input.model} --train {input.train} --pools {input.pools} "
+        "{params.launch} train-nudgerl --model {params.model} {params.prompt} --train {input.train} --pools {input.pools} "
         "--seed {wildcards.seed} --params {params.cfg:q} --nudge {params.nudge:q} --threads {threads} "
         "--out-dir {params.run_dir} > {log} 2>&1"
 
@@ -57,14 +63,17 @@ rule train_nudgerl:
 rule train_pope:
     """POPE baseline: GRPO where guided problems carry an oracle-solution prefix."""
     input:
-        model=rules.base_model.output[0],
-        train=rules.organism_data.output.train,
+        model=base_model_input,
+        train=TRAIN,
         oracles=ORACLES,
     output:
         model=directory(f"{RESULTS}/runs/pope{{n}}/seed{{seed}}/model"),
         metrics=f"{RESULTS}/runs/pope{{n}}/seed{{seed}}/metrics.jsonl",
     params:
         cfg=section("grpo"),
+        model=base_model_arg,
+        prompt=lambda w: prompt_arg("train"),
+        launch=launcher,
         pope=lambda w: json.dumps({k: v for k, v in config.get("pope", {}).items()
                                    if k not in ("num_generations", "oracle_stage")}, sort_keys=True),
         run_dir=lambda w, output: os.path.dirname(output.metrics),
@@ -78,6 +87,6 @@ rule train_pope:
     benchmark:
         f"{RESULTS}/benchmarks/train_pope/pope{{n}}_seed{{seed}}.tsv"
     shell:
-        "nudgerl train-pope --model {input.model} --train {input.train} --oracles {input.oracles} "
+        "{params.launch} train-pope --model {params.model} {params.prompt} --train {input.train} --oracles {input.oracles} "
         "--num-generations {wildcards.n} --seed {wildcards.seed} --params {params.cfg:q} --pope {params.pope:q} "
         "--threads {threads} --out-dir {params.run_dir} > {log} 2>&1"

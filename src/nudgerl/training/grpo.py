@@ -44,6 +44,15 @@ class GRPORunConfig:
     bf16: bool = False
     optim: str = "adamw_torch"
     lora: dict | None = None  # {"r":..,"alpha":..,"dropout":..,"target_modules":[..]} at paper scale
+    # Paper scale (the authors' batching): each generation samples prompts_per_step x N
+    # rollouts, trained in micro-batches of per_device_train_batch_size over
+    # optimizer_steps_per_generation optimizer steps. None = one micro-batch per step (organism).
+    per_device_train_batch_size: int | None = None
+    optimizer_steps_per_generation: int = 1
+    gradient_checkpointing: bool | None = None  # None: TRL's default
+    vllm_gpu_memory_utilization: float = 0.3
+    vllm_tensor_parallel_size: int = 1
+    stop: list[str] = field(default_factory=list)  # generation stop strings (vLLM), from the prompt template
     extra: dict = field(default_factory=dict)  # passed through to trl.GRPOConfig
 
     @classmethod
@@ -55,12 +64,17 @@ class GRPORunConfig:
 def trl_config(cfg: GRPORunConfig, output_dir: str):
     from trl import GRPOConfig
 
-    batch = cfg.prompts_per_step * cfg.num_generations
-    kwargs = dict(
-        output_dir=output_dir,
-        per_device_train_batch_size=batch,
-        gradient_accumulation_steps=1,
-        steps_per_generation=1,
+    kwargs = dict(output_dir=output_dir, **batch_kwargs(cfg, int(os.environ.get("WORLD_SIZE", "1"))))
+    if cfg.use_vllm:
+        kwargs.update(vllm_gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
+                      vllm_tensor_parallel_size=cfg.vllm_tensor_parallel_size)
+        if cfg.max_prompt_length:
+            kwargs["vllm_max_model_length"] = cfg.max_prompt_length + cfg.max_completion_length
+        if cfg.stop:
+            kwargs["generation_kwargs"] = {"stop": list(cfg.stop), "include_stop_str_in_output": True}
+    if cfg.gradient_checkpointing is not None:
+        kwargs["gradient_checkpointing"] = cfg.gradient_checkpointing
+    kwargs.update(
         num_generations=cfg.num_generations,
         max_steps=cfg.max_steps,
         learning_rate=cfg.learning_rate,
@@ -97,6 +111,26 @@ def trl_config(cfg: GRPORunConfig, output_dir: str):
     return GRPOConfig(**kwargs)
 
 
+def batch_kwargs(cfg: GRPORunConfig, world_size: int = 1) -> dict:
+    """TRL batch sizes. Organism: the whole generation (prompts_per_step x N rollouts) is
+    one micro-batch and one optimizer step. Paper scale (per_device_train_batch_size set,
+    the authors' setting): generation batch = prompts_per_step x N, micro-batches of
+    per_device_train_batch_size on each of world_size processes, accumulated so that one
+    generation gives optimizer_steps_per_generation optimizer steps (N=8: 8 rollouts, 4 per
+    micro-batch, accumulation 1, 2 steps; N=64: accumulation 8, 2 steps)."""
+    generation = cfg.prompts_per_step * cfg.num_generations
+    if cfg.per_device_train_batch_size is None:
+        return dict(per_device_train_batch_size=generation, gradient_accumulation_steps=1, steps_per_generation=1)
+    per_step = cfg.per_device_train_batch_size * world_size * cfg.optimizer_steps_per_generation
+    if generation % per_step:
+        raise ValueError(
+            f"generation batch {cfg.prompts_per_step} prompts x N={cfg.num_generations} = {generation} is not a "
+            f"multiple of per_device_train_batch_size {cfg.per_device_train_batch_size} x {world_size} processes x "
+            f"optimizer_steps_per_generation {cfg.optimizer_steps_per_generation}")
+    return dict(per_device_train_batch_size=cfg.per_device_train_batch_size,
+                gradient_accumulation_steps=generation // per_step, generation_batch_size=generation)
+
+
 def _has_gpu() -> bool:
     import torch
 
@@ -116,7 +150,8 @@ def _metrics_callback(path: Path, cfg: GRPORunConfig, resume_tokens: float):
         def on_log(self, args, state, control, logs=None, **kwargs):
             if not logs or "reward" not in logs:
                 return
-            n_rollouts = cfg.prompts_per_step * cfg.num_generations
+            # one optimizer step trains on 1/optimizer_steps_per_generation of a generation
+            n_rollouts = cfg.prompts_per_step * cfg.num_generations // max(cfg.optimizer_steps_per_generation, 1)
             mean_len = float(logs.get("completions/mean_length", 0.0))
             self.rollout_tokens += mean_len * n_rollouts
             now = time.perf_counter()
@@ -158,16 +193,21 @@ def _truncate_metrics(path: Path, step: int) -> float:
     return kept[-1]["cumulative_rollout_tokens"] if kept else 0.0
 
 
-def build_trainer(trainer_cls, model_dir: str, train_records: list[dict], cfg, run_dir: Path, callbacks=(), **extra):
-    """Shared by GRPO and NudgeRL: dataset, reward, PEFT, TRL config."""
+def build_trainer(trainer_cls, model_dir: str, train_records: list[dict], cfg, run_dir: Path, callbacks=(),
+                  revision: str | None = None, **extra):
+    """Shared by GRPO and NudgeRL: dataset, reward, PEFT, TRL config. ``model_dir`` is a
+    local model folder or a Hugging Face model id (``revision`` pins it)."""
     import datasets
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from ..rewards import correctness_reward
 
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir, revision=revision)
     tokenizer.padding_side = "left"
-    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    dtype = {"dtype": "bfloat16"} if cfg.bf16 else {}
+    model = AutoModelForCausalLM.from_pretrained(model_dir, revision=revision, **dtype)
     peft_config = None
     if cfg.lora:
         from peft import LoraConfig
@@ -192,7 +232,8 @@ def build_trainer(trainer_cls, model_dir: str, train_records: list[dict], cfg, r
     )
 
 
-def run_training(trainer_cls, model_dir, train_records, cfg, run_dir: Path, **extra) -> dict:
+def run_training(trainer_cls, model_dir, train_records, cfg, run_dir: Path, revision: str | None = None,
+                 **extra) -> dict:
     """Train (resuming from the last checkpoint if one exists), save the final model."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -204,7 +245,8 @@ def run_training(trainer_cls, model_dir, train_records, cfg, run_dir: Path, **ex
     resume_step = int(resume.rsplit("-", 1)[1]) if resume else 0
     tokens = _truncate_metrics(metrics_path, resume_step)
     callback = _metrics_callback(metrics_path, cfg, tokens)
-    trainer = build_trainer(trainer_cls, model_dir, train_records, cfg, run_dir, callbacks=[callback], **extra)
+    trainer = build_trainer(trainer_cls, model_dir, train_records, cfg, run_dir, callbacks=[callback],
+                            revision=revision, **extra)
     t0 = time.perf_counter()
     trainer.train(resume_from_checkpoint=resume)
     final_dir = run_dir / "model"
@@ -225,7 +267,8 @@ def run_training(trainer_cls, model_dir, train_records, cfg, run_dir: Path, **ex
     }
 
 
-def train_grpo(model_dir: str, train_records: list[dict], cfg: GRPORunConfig, run_dir: Path) -> dict:
+def train_grpo(model_dir: str, train_records: list[dict], cfg: GRPORunConfig, run_dir: Path,
+               revision: str | None = None) -> dict:
     from trl import GRPOTrainer
 
-    return run_training(GRPOTrainer, model_dir, train_records, cfg, run_dir)
+    return run_training(GRPOTrainer, model_dir, train_records, cfg, run_dir, revision=revision)

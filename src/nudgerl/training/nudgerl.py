@@ -198,14 +198,16 @@ class NudgeRLTrainer(GRPOTrainer):
 
 
 def train_nudgerl(model_dir: str, train_records: list[dict], cfg, nudge: NudgeRLConfig, run_dir,
-                  hint_style: str = "organism") -> dict:
-    """Train NudgeRL (N = M x K rollouts per prompt), resuming from the last checkpoint."""
+                  hint_style: str = "organism", template=None, revision: str | None = None) -> dict:
+    """Train NudgeRL (N = M x K rollouts per prompt), resuming from the last checkpoint.
+    ``template`` (a PromptTemplate) inserts the hints; without one, the organism's hint line."""
     from dataclasses import asdict
 
     from ..prompts import HINT_STYLES
     from .grpo import run_training
 
-    report = run_training(NudgeRLTrainer, model_dir, train_records, cfg, run_dir,
-                          nudge=nudge, apply_hint=HINT_STYLES[hint_style])
+    apply_hint = template.apply_hint if template is not None else HINT_STYLES[hint_style]
+    report = run_training(NudgeRLTrainer, model_dir, train_records, cfg, run_dir, revision=revision,
+                          nudge=nudge, apply_hint=apply_hint)
     report["nudge"] = asdict(nudge)
     return report

@@ -22,8 +22,9 @@ class POPEConfig:
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
 
 
-def pope_records(tokenizer, train: list[dict], oracles: dict[str, str], cfg: POPEConfig) -> list[dict]:
-    """Training rows with plain-text (already chat-formatted) prompts, guided or not."""
+def pope_records(tokenizer, train: list[dict], oracles: dict[str, str], cfg: POPEConfig, template=None) -> list[dict]:
+    """Training rows with plain-text (already chat-formatted) prompts, guided or not.
+    ``template`` (a PromptTemplate) gives the system prompt and user turn; None: the bare problem."""
     from ..pope import guided_problems, guided_prompt, oracle_prefix
 
     guided = guided_problems([r["id"] for r in train], cfg.guided_fraction, cfg.seed)
@@ -33,22 +34,27 @@ def pope_records(tokenizer, train: list[dict], oracles: dict[str, str], cfg: POP
             if r["id"] not in oracles:
                 raise KeyError(f"no oracle solution for guided training problem {r['id']!r}")
             prefix = oracle_prefix(oracles[r["id"]], tokenizer, cfg.prefix_ratio, cfg.max_prefix_tokens)
-            prompt = guided_prompt(tokenizer, r["problem"], prefix, cfg.prompt_style)
+            prompt = guided_prompt(tokenizer, r["problem"], prefix, cfg.prompt_style, template=template)
         else:
-            prompt = tokenizer.apply_chat_template([{"role": "user", "content": r["problem"]}], tokenize=False,
-                                                   add_generation_prompt=True)
-        rows.append({"prompt": prompt, "answer": r["answer"], "id": r["id"], "guided": guided[r["id"]]})
+            messages = template.messages(r["problem"]) if template is not None else [
+                {"role": "user", "content": r["problem"]}]
+            prompt = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        row = {"prompt": prompt, "answer": r["answer"], "id": r["id"], "guided": guided[r["id"]]}
+        if template is not None and template.answer_region:
+            row["answer_region"] = template.answer_region
+        rows.append(row)
     return rows
 
 
-def train_pope(model_dir: str, train: list[dict], oracles: dict[str, str], cfg, pope: POPEConfig, run_dir) -> dict:
+def train_pope(model_dir: str, train: list[dict], oracles: dict[str, str], cfg, pope: POPEConfig, run_dir,
+               template=None, revision: str | None = None) -> dict:
     from transformers import AutoTokenizer
     from trl import GRPOTrainer
 
     from .grpo import run_training
 
-    records = pope_records(AutoTokenizer.from_pretrained(model_dir), train, oracles, pope)
-    report = run_training(GRPOTrainer, model_dir, records, cfg, Path(run_dir))
+    records = pope_records(AutoTokenizer.from_pretrained(model_dir, revision=revision), train, oracles, pope, template)
+    report = run_training(GRPOTrainer, model_dir, records, cfg, Path(run_dir), revision=revision)
     report["pope"] = asdict(pope)
     report["guided_problems"] = sum(r["guided"] for r in records)
     return report

@@ -1,0 +1,141 @@
+"""Real datasets: the training set (DAPO-Math-17k) and the evaluation benchmarks.
+
+A dataset spec (a config entry under ``data.train`` or ``data.benchmarks.<name>``) names
+*either* a Hugging Face dataset (``hf``, with a pinned ``revision``, optional ``hf_config``
+and ``split``) *or* a local file (``path``: .jsonl, .json or .parquet; a relative path is
+resolved against ``data.local_dir``). Field names map the source's columns to the
+project's problem rows ``{id, problem, answer, ...}``; ``filter`` keeps rows whose fields
+equal the given values (MATH-500 level 5); ``size`` + ``selection`` (``first`` | ``random``
+with ``seed``) choose a subset. Every prepared file gets a provenance sidecar with the
+source's identity (revision or sha256), the source row count and the output's sha256.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .io import atomic_write_text, sha256_file, write_jsonl, write_provenance
+
+
+@dataclass
+class DatasetSpec:
+    hf: str | None = None  # Hugging Face dataset id
+    revision: str | None = None  # commit / tag of the HF dataset (pin it)
+    hf_config: str | None = None  # the HF dataset's config name ("en" for DAPO-Math-17k-Processed)
+    split: str = "train"
+    path: str | None = None  # local .jsonl / .json / .parquet instead of hf
+    id_field: str | None = None  # None: "<prefix>-<row index in the source>"
+    id_prefix: str | None = None
+    problem_field: str = "problem"
+    answer_field: str = "answer"
+    keep_fields: list[str] = field(default_factory=list)  # copied through (level, source, ...)
+    filter: dict = field(default_factory=dict)
+    size: int | None = None
+    selection: str = "first"  # "first" | "random"
+    seed: int = 0
+
+    @classmethod
+    def from_dict(cls, d: dict, where: str = "data") -> DatasetSpec:
+        unknown = set(d) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise ValueError(f"{where}: unknown key(s) {sorted(unknown)}")
+        spec = cls(**d)
+        if (spec.hf is None) == (spec.path is None):
+            raise ValueError(f"{where}: give exactly one of 'hf' (a Hugging Face dataset id) or 'path' (a local file)")
+        if spec.selection not in ("first", "random"):
+            raise ValueError(f"{where}.selection: {spec.selection!r}; use 'first' or 'random'")
+        return spec
+
+
+def _local_rows(path: Path) -> list[dict]:
+    if not path.exists():
+        raise FileNotFoundError(f"dataset file {path} does not exist (check data.local_dir / the spec's 'path')")
+    if path.suffix == ".parquet":
+        import pandas as pd
+
+        return pd.read_parquet(path).to_dict("records")
+    if path.suffix == ".json":
+        rows = json.loads(path.read_text())
+        if not isinstance(rows, list):
+            raise ValueError(f"{path}: expected a JSON list of objects")
+        return rows
+    rows = []
+    with open(path) as f:
+        for i, line in enumerate(f, start=1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as e:
+                    raise ValueError(f"{path}:{i}: not valid JSON ({e.msg})") from None
+    return rows
+
+
+def _hf_rows(spec: DatasetSpec) -> tuple[list[dict], dict]:
+    import datasets
+
+    ds = datasets.load_dataset(spec.hf, spec.hf_config, split=spec.split, revision=spec.revision)
+    return ds.to_list(), {"hf": spec.hf, "hf_config": spec.hf_config, "split": spec.split,
+                          "revision": spec.revision, "fingerprint": getattr(ds, "_fingerprint", None)}
+
+
+def _answer(value) -> str:
+    # Some sources store integer answers as floats (AMC23: 27.0): write "27".
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value).strip()
+
+
+def load_rows(spec: DatasetSpec, name: str, local_dir: str | Path | None = None) -> tuple[list[dict], dict]:
+    """Problem rows of a spec (filtered, subset chosen) and a description of the source."""
+    if spec.path is not None:
+        path = Path(spec.path)
+        if not path.is_absolute() and local_dir is not None:
+            path = Path(local_dir) / path
+        raw = _local_rows(path)
+        source = {"path": str(path), "sha256": sha256_file(path)}
+    else:
+        raw, source = _hf_rows(spec)
+    source["rows"] = len(raw)
+    prefix = spec.id_prefix or name
+    rows = []
+    for i, r in enumerate(raw):
+        if any(r.get(k) != v for k, v in spec.filter.items()):
+            continue
+        for key in (spec.problem_field, spec.answer_field):
+            if key not in r:
+                raise KeyError(f"{source.get('path') or spec.hf}: row {i} has no field {key!r} "
+                               f"(fields: {sorted(r)}); set problem_field / answer_field")
+        pid = str(r[spec.id_field]) if spec.id_field else f"{prefix}-{i}"
+        row = {"id": pid, "problem": str(r[spec.problem_field]), "answer": _answer(r[spec.answer_field])}
+        row.update({k: r.get(k) for k in spec.keep_fields})
+        rows.append(row)
+    source["rows_after_filter"] = len(rows)
+    if spec.size is not None:
+        if spec.size > len(rows):
+            raise ValueError(f"{name}: size {spec.size} > {len(rows)} rows available")
+        if spec.selection == "random":
+            picked = sorted(random.Random(spec.seed).sample(range(len(rows)), spec.size))
+            rows = [rows[i] for i in picked]
+        else:
+            rows = rows[: spec.size]
+    return rows, source
+
+
+def prepare(spec_dict: dict, name: str, out: str | Path, local_dir: str | Path | None = None) -> dict:
+    """Write one prepared problem file and its provenance sidecar; returns the stats."""
+    spec = DatasetSpec.from_dict(spec_dict, where=f"data.{name}")
+    rows, source = load_rows(spec, name, local_dir)
+    if not rows:
+        raise ValueError(f"{name}: no rows left after filtering ({spec.filter})")
+    write_jsonl(out, rows)
+    stats = {"name": name, "rows": len(rows), "source": source, "sha256": sha256_file(out)}
+    inputs = [source["path"]] if "path" in source else []
+    side = write_provenance(out, {"spec": asdict(spec), "local_dir": str(local_dir) if local_dir else None},
+                            {"selection": spec.seed}, inputs)
+    prov = json.loads(side.read_text())
+    prov["data"] = stats
+    atomic_write_text(side, json.dumps(prov, indent=2, default=str))
+    return stats

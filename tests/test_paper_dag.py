@@ -1,0 +1,103 @@
+"""Paper scale without a cluster: `snakemake -n --configfile config/paper.yaml --profile
+profiles/slurm` builds the whole matrix, and its job counts per rule are the paper's."""
+
+import re
+import subprocess
+
+import pytest
+import yaml
+
+from conftest import REPO
+
+
+def dry_run(workdir, *extra):
+    # Targets before --configfile: --configfile takes every following positional argument.
+    proc = subprocess.run(["snakemake", "all", "-n", "--configfile", "config/paper.yaml", "--profile", "profiles/slurm",
+                           *extra], cwd=workdir, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    return proc.stdout + proc.stderr
+
+
+def job_counts(out: str) -> dict[str, int]:
+    table = out.split("Job stats:", 1)[1].split("total", 1)[0]
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)\s*$", table, re.M)}
+
+
+@pytest.fixture(scope="module")
+def paper_dry_run(tmp_path_factory):
+    from conftest import copy_workflow
+
+    workdir = copy_workflow(tmp_path_factory.mktemp("paper"))
+    return workdir, dry_run(workdir)
+
+
+def expected_matrix() -> dict[str, int]:
+    """The paper's matrix, counted from config/paper.yaml by hand-written rules."""
+    cfg = yaml.safe_load((REPO / "config" / "paper.yaml").read_text())
+    models, seeds = len(cfg["models"]), len(cfg["seeds"])
+    nudge, abl = cfg["nudgerl"], cfg["nudgerl"]["ablations"]
+    # NudgeRL-8 plus one run per ablation value that differs from the main run's setting
+    nudgerl_runs = 1 + sum(v != nudge["p_drop"] for v in abl["p_drop"]) \
+        + sum(v != nudge["hint_sampler"] for v in abl["hint_sampling"]) \
+        + sum(v != nudge["lambda_distill"] for v in abl["lambda_distill"])
+    grpo_runs = len(cfg["grpo"]["group_sizes"])  # N in {8, 16, 32, 64}
+    # The eps_high sweep (GRPO-8 at each eps_high but the main one) once the DAG has it
+    # (the figures branch: workflow rules reading grpo.epsilon_high_sweep).
+    rules_text = "".join(p.read_text() for p in (REPO / "workflow" / "rules").glob("*.smk"))
+    if "epsilon_high_sweep" in rules_text:
+        grpo_runs += sum(e != cfg["grpo"]["epsilon_high"] for e in cfg["grpo"]["epsilon_high_sweep"])
+    pope_runs = 1
+    per_model = {
+        "train_grpo": grpo_runs * seeds,
+        "train_pope": pope_runs * seeds,
+        "train_nudgerl": nudgerl_runs * seeds,
+        "evaluate": (1 + grpo_runs + pope_runs + nudgerl_runs) * seeds,  # Base + every trained run
+        "rank_hints": 1,  # top-ranked hint sampling: pools ranked by each base policy
+        "table1": 1,
+        "training_curves": 1,
+        "ablation_table": 3,  # p_drop, hint sampling, lambda_distill
+    }
+    shared = {"prepare_train": 1, "prepare_benchmark": len(cfg["data"]["benchmarks"]), "strategy_pools": 1,
+              "oracle_solutions": 1, "all": 1}
+    return {**{k: v * models for k, v in per_model.items()}, **shared}
+
+
+def test_job_counts_are_the_papers_matrix(paper_dry_run):
+    _, out = paper_dry_run
+    counts = job_counts(out)
+    expected = expected_matrix()
+    # 2 models x (4 GRPO + POPE + NudgeRL + 7 ablation runs), 5 benchmarks
+    assert expected["train_nudgerl"] == 16 and expected["prepare_benchmark"] == 5
+    assert {k: counts.get(k, 0) for k in expected} == expected
+    for organism_rule in ("organism_data", "base_model", "diagnose_base"):
+        assert organism_rule not in counts
+
+
+def test_gpu_resources_and_commands(paper_dry_run):
+    _, out = paper_dry_run
+    jobs = out.split("\nrule ")[1:]
+    gpu_jobs = [j for j in jobs if j.startswith(("train_grpo:", "train_nudgerl:", "train_pope:", "evaluate:"))]
+    assert gpu_jobs
+    for job in gpu_jobs:
+        assert "gpu=1" in job and "gpu_model=h100" in job and "cpus_per_gpu=8" in job, job[:400]
+        assert "slurm_account=<ACCOUNT>" in job and "--gres" not in job
+    grpo64 = next(j for j in jobs if "runs/grpo64/seed0/model" in j.split("Shell command:")[0])
+    assert "--model Qwen/Qwen3-4B-Instruct-2507 --revision main" in grpo64 or \
+        "--model allenai/Olmo-3-7B-Instruct-SFT --revision main" in grpo64
+    assert '"name": "authors_grpo"' in grpo64 and '"use_vllm": true' in grpo64
+    nudge = next(j for j in jobs if j.startswith("train_nudgerl:") and "runs/nudgerl8/" in j)
+    assert '"name": "authors_nudgerl"' in nudge and "pools/pools_dapo.jsonl" in nudge
+    ev = next(j for j in jobs if j.startswith("evaluate:"))
+    assert '"name": "authors_eval"' in ev and '"temperature": 0.7' in ev and '"samples_per_problem": 128' in ev
+    profile = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
+    assert all("gres" not in str(v.get("slurm_extra", "")) for v in profile["set-resources"].values())
+
+
+def test_multi_gpu_training_runs_under_accelerate(paper_dry_run):
+    workdir, _ = paper_dry_run
+    out = dry_run(workdir, "--set-resources", "train_grpo:gpu=4")
+    grpo = [j for j in out.split("\nrule ")[1:] if j.startswith("train_grpo:")]
+    assert grpo and all("accelerate launch --config_file workflow/accelerate/deepspeed_zero2.yaml "
+                        "--num_processes 4 -m nudgerl.cli train-grpo" in j for j in grpo)
+    nudge = [j for j in out.split("\nrule ")[1:] if j.startswith("train_nudgerl:")]
+    assert all("Shell command: nudgerl train-nudgerl" in j for j in nudge)  # still one GPU
