@@ -83,7 +83,7 @@ def cmd_diagnose(args) -> None:
 
 def cmd_train_grpo(args) -> None:
     _threads(args.threads)
-    from .io import atomic_write_text, read_problems, write_provenance
+    from .io import atomic_write_text, read_problems
     from .training.grpo import GRPORunConfig, train_grpo
 
     params = dict(args.params, num_generations=args.num_generations, seed=args.seed)
@@ -93,9 +93,8 @@ def cmd_train_grpo(args) -> None:
         for r in read_problems(args.train)
     ]
     out = Path(args.out_dir)
-    report = train_grpo(args.model, records, cfg, out)
+    report = train_grpo(args.model, records, cfg, out, provenance=(params, {"train": args.seed}, [args.train]))
     atomic_write_text(out / "train_report.json", json.dumps(report, indent=2, default=str))
-    write_provenance(out / "model", params, {"train": args.seed}, [args.train])
 
 
 def cmd_evaluate(args) -> None:
@@ -157,7 +156,7 @@ def cmd_make_oracles(args) -> None:
 
 def cmd_train_pope(args) -> None:
     _threads(args.threads)
-    from .io import atomic_write_text, read_jsonl, read_problems, write_provenance
+    from .io import atomic_write_text, read_jsonl, read_problems
     from .training.grpo import GRPORunConfig
     from .training.pope import POPEConfig, train_pope
 
@@ -166,9 +165,9 @@ def cmd_train_pope(args) -> None:
     cfg = GRPORunConfig.from_dict(params)
     oracles = {r["id"]: r["solution"] for r in read_jsonl(args.oracles)}
     out = Path(args.out_dir)
-    report = train_pope(args.model, read_problems(args.train), oracles, cfg, pope, out)
+    report = train_pope(args.model, read_problems(args.train), oracles, cfg, pope, out,
+                        provenance=({**params, "pope": args.pope}, {"train": args.seed}, [args.train, args.oracles]))
     atomic_write_text(out / "train_report.json", json.dumps(report, indent=2, default=str))
-    write_provenance(out / "model", {**params, "pope": args.pope}, {"train": args.seed}, [args.train, args.oracles])
 
 
 def cmd_rank_hints(args) -> None:
@@ -184,7 +183,7 @@ def cmd_rank_hints(args) -> None:
 
 def cmd_train_nudgerl(args) -> None:
     _threads(args.threads)
-    from .io import atomic_write_text, read_jsonl, read_problems, write_provenance
+    from .io import atomic_write_text, read_jsonl, read_problems
     from .training.grpo import GRPORunConfig
     from .training.nudgerl import NudgeRLConfig, train_nudgerl
 
@@ -199,9 +198,9 @@ def cmd_train_nudgerl(args) -> None:
         records.append({"prompt": [{"role": "user", "content": r["problem"]}], "answer": r["answer"],
                         "id": r["id"], "hints": pools[r["id"]]})
     out = Path(args.out_dir)
-    report = train_nudgerl(args.model, records, cfg, nudge, out)
+    report = train_nudgerl(args.model, records, cfg, nudge, out,
+                           provenance=({**params, "nudge": args.nudge}, {"train": args.seed}, [args.train, args.pools]))
     atomic_write_text(out / "train_report.json", json.dumps(report, indent=2, default=str))
-    write_provenance(out / "model", {**params, "nudge": args.nudge}, {"train": args.seed}, [args.train, args.pools])
 
 
 def cmd_table(args) -> None:

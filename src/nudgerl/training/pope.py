@@ -41,14 +41,15 @@ def pope_records(tokenizer, train: list[dict], oracles: dict[str, str], cfg: POP
     return rows
 
 
-def train_pope(model_dir: str, train: list[dict], oracles: dict[str, str], cfg, pope: POPEConfig, run_dir) -> dict:
+def train_pope(model_dir: str, train: list[dict], oracles: dict[str, str], cfg, pope: POPEConfig, run_dir,
+               provenance: tuple | None = None) -> dict:
     from transformers import AutoTokenizer
     from trl import GRPOTrainer
 
     from .grpo import run_training
 
     records = pope_records(AutoTokenizer.from_pretrained(model_dir), train, oracles, pope)
-    report = run_training(GRPOTrainer, model_dir, records, cfg, Path(run_dir))
+    report = run_training(GRPOTrainer, model_dir, records, cfg, Path(run_dir), provenance=provenance)
     report["pope"] = asdict(pope)
     report["guided_problems"] = sum(r["guided"] for r in records)
     return report
