@@ -109,3 +109,55 @@ def test_half_written_checkpoint_and_torn_metrics_line(tmp_path):
     metrics.write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"step": 4, "cumul')
     assert _truncate_metrics(metrics, 2) == 20.0
     assert [r["step"] for r in _read_metric_rows(metrics)] == [1, 2]
+
+
+EVAL = {"samples_per_problem": 16, "ks": [1, 4], "max_new_tokens": 64, "batch_size": 64}
+
+
+def _eval_cmd(d, benches, out):
+    return ["nudgerl", "evaluate", "--model", str(d / "base"), "--benchmarks", *map(str, benches), "--seed", "0",
+            "--params", json.dumps(EVAL), "--out-dir", str(d / out)]
+
+
+def _outputs(out):
+    return {p.name: p.read_text() for p in sorted(Path(out).glob("*.jsonl"))}
+
+
+def test_killed_evaluation_does_not_sample_finished_benchmarks_again(inputs):
+    d = inputs
+    sets = task.evaluation_sets(0, {"b1": (12, 0.5), "b2": (12, 0.5), "b3": (12, 0.5)})
+    benches = []
+    for name, problems in sets.items():
+        benches.append(d / f"{name}.jsonl")
+        benches[-1].write_text("".join(json.dumps(p.to_record()) + "\n" for p in problems))
+    subprocess.run(_eval_cmd(d, benches, "eval_unbroken"), check=True, capture_output=True)
+
+    partial = d / "eval_killed" / ".resume" / "b1.json"
+    _kill_when(_eval_cmd(d, benches, "eval_killed"), partial.exists, d / "eval_killed.log")
+    assert not (d / "eval_killed" / "summary.json").exists()
+
+    proc = subprocess.run(_eval_cmd(d, benches, "eval_killed"), capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "b1: resumed from" in proc.stdout and "12 problems, not sampled again" in proc.stdout
+    assert "b2: resumed" not in proc.stdout  # unfinished when killed: sampled in full
+    assert _outputs(d / "eval_killed") == _outputs(d / "eval_unbroken")
+    assert not (d / "eval_killed" / ".resume").exists()  # cleared once every output is written
+
+
+def test_stale_partial_results_are_not_reused(inputs, tmp_path):
+    """A partial result from other sampling parameters (or another model) is ignored."""
+    from nudgerl.evaluation import RESUME_DIR, evaluate_model
+    from nudgerl.sampling import SamplingParams
+
+    problems = [p.to_record() for p in task.evaluation_sets(0, {"b": (4, 0.5)})["b"]]
+    logs = []
+    evaluate_model(str(inputs / "base"), {"b": problems}, SamplingParams(n=2, max_new_tokens=16), [1], tmp_path,
+                   progress=False, log=logs.append)
+    assert (tmp_path / RESUME_DIR / "b.json").exists() and not logs
+    evaluate_model(str(inputs / "base"), {"b": problems}, SamplingParams(n=4, max_new_tokens=16), [1], tmp_path,
+                   progress=False, log=logs.append)
+    assert not logs  # n changed: sampled again
+    assert len((tmp_path / "b.samples.jsonl").read_text().splitlines()) == 4 * 4
+    evaluate_model(str(inputs / "base"), {"b": problems}, SamplingParams(n=4, max_new_tokens=16), [1], tmp_path,
+                   progress=False, log=logs.append)
+    assert len(logs) == 1 and "resumed" in logs[0]

@@ -99,7 +99,7 @@ def cmd_train_grpo(args) -> None:
 
 def cmd_evaluate(args) -> None:
     _threads(args.threads)
-    from .evaluation import evaluate_model
+    from .evaluation import clear_partials, evaluate_model
     from .io import atomic_write_text, read_problems, write_provenance
     from .organism.task import parse_strategy
     from .sampling import SamplingParams
@@ -118,6 +118,7 @@ def cmd_evaluate(args) -> None:
     summaries = evaluate_model(args.model, benchmarks, params, p.get("ks", [1]), out, parse_strategy=parse_strategy)
     atomic_write_text(out / "summary.json", json.dumps(summaries, indent=2))
     write_provenance(out / "summary.json", p, {"sampling": args.seed}, [args.model, *args.benchmarks])
+    clear_partials(out)  # every output is in place: the resume cache is no longer needed
     print(json.dumps({k: v["pass@1"] for k, v in summaries.items()}, indent=2))
 
 
