@@ -130,3 +130,19 @@ def test_dvc_restores_deleted_pools_without_calling_the_backend(tmp_path, api_ke
         assert (tmp_path / "pools" / "p.jsonl").read_text() == first
         for f in ("dvc.lock", "dvc.yaml", "params.yaml"):
             assert SECRET not in (tmp_path / f).read_text()
+
+
+def test_torn_partial_line_from_a_killed_run_is_asked_again(tmp_path, api_key):
+    """A kill mid-append leaves a torn last line in <out>.partial: the rerun drops it, asks
+    the endpoint only for that problem and the ones never finished, and appends cleanly."""
+    out = tmp_path / "pools.jsonl"
+    hints = [f"hint {i}" for i in range(5)]
+    partial = tmp_path / "pools.jsonl.partial"
+    partial.write_text("".join(json.dumps({"id": f"p{i}", "status": "ok", "hints": hints}) + "\n" for i in range(3))
+                       + '{"id": "p3", "status": "ok", "hin')
+    with FakeOpenAI() as server:
+        stats = build_pools(PROBLEMS, _cfg(server, api_key), out)
+    assert stats["resumed"] == 3 and len(server.requests) == 3  # p3 (torn), p4, p5
+    rows = read_jsonl(out)
+    assert [r["id"] for r in rows] == [p["id"] for p in PROBLEMS] and rows[0]["hints"] == hints
+    assert not partial.exists()
