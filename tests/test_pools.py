@@ -146,3 +146,14 @@ def test_torn_partial_line_from_a_killed_run_is_asked_again(tmp_path, api_key):
     rows = read_jsonl(out)
     assert [r["id"] for r in rows] == [p["id"] for p in PROBLEMS] and rows[0]["hints"] == hints
     assert not partial.exists()
+
+
+def test_an_endpoint_echoing_the_key_never_puts_it_in_errors_or_stats(tmp_path, api_key):
+    out = tmp_path / "pools.jsonl"
+    with FakeOpenAI() as server:
+        server.plan = ["echo_key"] * 10  # a 400 is not retried: the problem fails at once
+        with pytest.raises(PoolBuildError) as e:
+            build_pools(PROBLEMS[:1], _cfg(server, api_key, concurrency=1), out)
+    stats = (tmp_path / "pools.jsonl.stats.json").read_text()
+    assert "bad request from Bearer ***" in stats  # the server did echo it; we scrubbed it
+    assert SECRET not in stats and SECRET not in str(e.value)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -62,9 +63,14 @@ def cmd_train_base(args) -> None:
 
     cfg = BaseModelConfig(**args.params)
     out = Path(args.out_dir)
-    report = train_base_model(cfg, out)
-    atomic_write_text(out / "sft_report.json", json.dumps(report, indent=2))
-    write_provenance(out, args.params, {"base_model": cfg.seed})
+    # Built under a temporary name and renamed into place: a kill never leaves a half-saved model.
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    report = train_base_model(cfg, tmp)
+    atomic_write_text(tmp / "sft_report.json", json.dumps(report, indent=2))
+    write_provenance(tmp, args.params, {"base_model": cfg.seed})
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(tmp, out)
 
 
 def cmd_diagnose(args) -> None:
@@ -157,16 +163,18 @@ def cmd_make_oracles(args) -> None:
 
 def cmd_train_pope(args) -> None:
     _threads(args.threads)
-    from .io import atomic_write_text, read_jsonl, read_problems
+    from .helper_outputs import read_oracles
+    from .io import atomic_write_text, read_problems
     from .training.grpo import GRPORunConfig
     from .training.pope import POPEConfig, train_pope
 
     pope = POPEConfig.from_dict(args.pope)
     params = dict(args.params, num_generations=args.num_generations, seed=args.seed)
     cfg = GRPORunConfig.from_dict(params)
-    oracles = {r["id"]: r["solution"] for r in read_jsonl(args.oracles)}
+    train = read_problems(args.train)
+    oracles = read_oracles(args.oracles, train_ids={r["id"] for r in train})
     out = Path(args.out_dir)
-    report = train_pope(args.model, read_problems(args.train), oracles, cfg, pope, out,
+    report = train_pope(args.model, train, oracles, cfg, pope, out,
                         provenance=({**params, "pope": args.pope}, {"train": args.seed}, [args.train, args.oracles]))
     atomic_write_text(out / "train_report.json", json.dumps(report, indent=2, default=str))
 
@@ -184,16 +192,18 @@ def cmd_rank_hints(args) -> None:
 
 def cmd_train_nudgerl(args) -> None:
     _threads(args.threads)
-    from .io import atomic_write_text, read_jsonl, read_problems
+    from .helper_outputs import read_pools
+    from .io import atomic_write_text, read_problems
     from .training.grpo import GRPORunConfig
     from .training.nudgerl import NudgeRLConfig, train_nudgerl
 
     nudge = NudgeRLConfig.from_dict(args.nudge)
     params = dict(args.params, num_generations=nudge.M * nudge.K, seed=args.seed)
     cfg = GRPORunConfig.from_dict(params)
-    pools = {r["id"]: r["hints"] for r in read_jsonl(args.pools)}
+    train = read_problems(args.train)
+    pools = read_pools(args.pools, train_ids={r["id"] for r in train})
     records = []
-    for r in read_problems(args.train):
+    for r in train:
         if r["id"] not in pools:
             raise KeyError(f"{args.pools} has no pool for training problem {r['id']!r}")
         records.append({"prompt": [{"role": "user", "content": r["problem"]}], "answer": r["answer"],

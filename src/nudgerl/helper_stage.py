@@ -34,9 +34,20 @@ def config_from_dict(cls, d: dict, what: str):
     return cls(**d)
 
 
+# API keys in use in this process: scrubbed from every error text, in case an endpoint
+# echoes the key back in an error body (some proxies do).
+_SECRETS: set[str] = set()
+
+
+def scrub(text: str) -> str:
+    for secret in _SECRETS:
+        text = text.replace(secret, "***")
+    return text
+
+
 def error_text(e: BaseException | None) -> str:
     # Exception class and a short message only: never request headers (the key).
-    return f"{type(e).__name__}: {str(e)[:200]}"
+    return scrub(f"{type(e).__name__}: {str(e)[:200]}")
 
 
 class CountingOpenAI:
@@ -50,6 +61,7 @@ class CountingOpenAI:
         key = os.environ.get(api_key_env)
         if not key:
             raise ValueError(f"environment variable {api_key_env} (api_key_env) is not set")
+        _SECRETS.add(key)
         self.http_requests = 0
         self._lock = threading.Lock()
 
