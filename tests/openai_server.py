@@ -2,6 +2,7 @@
 
 Behaviour is scripted per request with ``server.plan``: a list consumed in order, each
 item one of "ok", "429", "500", "timeout", "malformed", "wrong_count", "truncated",
+"echo_key" (a 400 whose error message repeats the request's Authorization header),
 or a callable(body) -> str giving the message content. When the plan is empty, "ok".
 ``fail_ids``: substrings of problems that always get a 500 (a persistent fault).
 """
@@ -73,6 +74,9 @@ class FakeOpenAI:
                     action = "500"
                 if action == "429":
                     return self._send(429, {"error": {"message": "rate limited"}}, {"Retry-After": "0.05"})
+                if action == "echo_key":
+                    auth = self.headers.get("Authorization", "")
+                    return self._send(400, {"error": {"message": f"bad request from {auth}"}})
                 if action == "500":
                     return self._send(500, {"error": {"message": "boom"}})
                 if action == "timeout":

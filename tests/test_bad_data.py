@@ -57,3 +57,47 @@ def _params(tmp_path):
     p = tmp_path / "params.yaml"
     p.write_text("x:\n  backend: organism\n")
     return p
+
+
+def _jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.mark.parametrize(
+    "rows, message",
+    [
+        ([{"id": "a", "hints": ["x"]}, {"id": "b"}], r"pools.jsonl:2: problem 'b' has no usable 'hints'"),
+        ([{"id": "a", "hints": []}], r":1: problem 'a' has no usable 'hints'"),
+        ([{"id": "a", "hints": ["x", "  "]}], r":1: problem 'a' has no usable 'hints'"),
+        ([{"id": "a", "hints": ["x"]}, {"id": "a", "hints": ["y"]}], r":2: duplicate id 'a' \(first on line 1\)"),
+        ([{"hints": ["x"]}], r":1: expected an object with a string 'id'"),
+    ],
+)
+def test_bad_pool_rows_are_named(tmp_path, rows, message):
+    from nudgerl.helper_outputs import read_pools
+
+    with pytest.raises(ValueError, match=message):
+        read_pools(_jsonl(tmp_path / "pools.jsonl", rows))
+
+
+def test_oracle_rows_without_solution_are_named_and_strangers_counted(tmp_path):
+    from nudgerl.helper_outputs import read_oracles
+
+    path = _jsonl(tmp_path / "oracles.jsonl", [{"id": "a", "solution": "s"}, {"id": "b", "solution": ""}])
+    with pytest.raises(ValueError, match=r"oracles.jsonl:2: problem 'b' has no usable 'solution'"):
+        read_oracles(path)
+    path = _jsonl(tmp_path / "oracles.jsonl", [{"id": "a", "solution": "s"}, {"id": "zz", "solution": "t"}])
+    logs = []
+    assert read_oracles(path, train_ids={"a"}, log=logs.append) == {"a": "s"}
+    assert "skipped 1 row(s) for problems not in the training split" in logs[0]
+
+
+def test_training_problem_without_a_pool_stops_the_job(tmp_path):
+    train = _write(tmp_path, [GOOD, {"id": "b", "problem": "p", "answer": "1"}])
+    pools = _jsonl(tmp_path / "pools.jsonl", [{"id": "a", "hints": ["x", "y"]}])
+    proc = subprocess.run(["nudgerl", "train-nudgerl", "--model", str(tmp_path / "no-model"), "--train", str(train),
+                           "--pools", str(pools), "--params", "{}", "--nudge", "{}", "--out-dir", str(tmp_path / "run")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "pools.jsonl has no pool for training problem 'b'" in proc.stderr

@@ -71,3 +71,56 @@ def test_snakemake_refuses_a_bad_config_before_any_job(workdir):
     assert proc.returncode != 0
     assert "grpo.group_sizes.1" in proc.stdout + proc.stderr
     assert not (workdir / "results").exists()
+
+
+def test_preflight_batch_shapes(default_config):
+    bad = copy.deepcopy(default_config)
+    bad["grpo"]["prompts_per_step"] = 500
+    msg = _error(bad)
+    assert "grpo.prompts_per_step" in msg and "organism.train.size" in msg
+    bad = copy.deepcopy(default_config)
+    bad["grpo"].update(use_vllm=True, vllm_mode="server")
+    msg = _error(bad)
+    assert "grpo.vllm_mode" in msg and "set vllm_mode: colocate" in msg
+    bad = copy.deepcopy(default_config)
+    bad["nudgerl"]["K"] = 0  # a schema error: N = M x K needs K >= 1
+    assert "nudgerl.K" in _error(bad)
+    bad = copy.deepcopy(default_config)
+    bad["nudgerl"].update(M=1, K=1)
+    assert "a group needs at least 2 rollouts" in _error(bad)
+
+
+def test_preflight_dvc_stages_and_pool_size(default_config):
+    bad = copy.deepcopy(default_config)
+    bad["pools"]["stage"] = "pools_missing"
+    msg = _error(bad)
+    assert "pools.stage" in msg and "dvc.yaml has no stage 'pools_missing'" in msg and "pools_organism" in msg
+    bad = copy.deepcopy(default_config)
+    bad["nudgerl"].update(M=4, K=2)  # params.yaml asks the helper for 3 hints per problem
+    msg = _error(bad)
+    assert "nudgerl.M" in msg and "pools_organism.n = 3" in msg
+    bad = copy.deepcopy(default_config)
+    bad["nudgerl"]["hint_sampler"] = "top_ranked"
+    bad["ranking"]["keep"] = 1
+    assert "ranking.keep" in _error(bad)
+
+
+def test_local_model_or_dataset_paths_must_exist(tmp_path):
+    from nudgerl.config import check_local_path
+
+    assert check_local_path("models.policy", "Qwen/Qwen3-4B-Instruct-2507") == []  # a hub id
+    assert check_local_path("models.policy", str(tmp_path)) == []
+    msg = check_local_path("datasets.train", str(tmp_path / "nope.jsonl"))
+    assert msg and "datasets.train" in msg[0] and "does not exist" in msg[0]
+
+
+def test_snakemake_dry_run_stops_on_a_preflight_error(workdir):
+    bad = yaml.safe_load((workdir / "config" / "smoke.yaml").read_text())
+    bad["grpo"]["prompts_per_step"] = 1000
+    (workdir / "config" / "bad.yaml").write_text(yaml.safe_dump(bad))
+    proc = subprocess.run(["snakemake", "-n", "--cores", "1", "--configfile", "config/bad.yaml"],
+                          cwd=workdir, capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0
+    out = proc.stdout + proc.stderr
+    assert "grpo.prompts_per_step" in out and "lower prompts_per_step" in out
+    assert not (workdir / "results").exists()

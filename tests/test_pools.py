@@ -130,3 +130,30 @@ def test_dvc_restores_deleted_pools_without_calling_the_backend(tmp_path, api_ke
         assert (tmp_path / "pools" / "p.jsonl").read_text() == first
         for f in ("dvc.lock", "dvc.yaml", "params.yaml"):
             assert SECRET not in (tmp_path / f).read_text()
+
+
+def test_torn_partial_line_from_a_killed_run_is_asked_again(tmp_path, api_key):
+    """A kill mid-append leaves a torn last line in <out>.partial: the rerun drops it, asks
+    the endpoint only for that problem and the ones never finished, and appends cleanly."""
+    out = tmp_path / "pools.jsonl"
+    hints = [f"hint {i}" for i in range(5)]
+    partial = tmp_path / "pools.jsonl.partial"
+    partial.write_text("".join(json.dumps({"id": f"p{i}", "status": "ok", "hints": hints}) + "\n" for i in range(3))
+                       + '{"id": "p3", "status": "ok", "hin')
+    with FakeOpenAI() as server:
+        stats = build_pools(PROBLEMS, _cfg(server, api_key), out)
+    assert stats["resumed"] == 3 and len(server.requests) == 3  # p3 (torn), p4, p5
+    rows = read_jsonl(out)
+    assert [r["id"] for r in rows] == [p["id"] for p in PROBLEMS] and rows[0]["hints"] == hints
+    assert not partial.exists()
+
+
+def test_an_endpoint_echoing_the_key_never_puts_it_in_errors_or_stats(tmp_path, api_key):
+    out = tmp_path / "pools.jsonl"
+    with FakeOpenAI() as server:
+        server.plan = ["echo_key"] * 10  # a 400 is not retried: the problem fails at once
+        with pytest.raises(PoolBuildError) as e:
+            build_pools(PROBLEMS[:1], _cfg(server, api_key, concurrency=1), out)
+    stats = (tmp_path / "pools.jsonl.stats.json").read_text()
+    assert "bad request from Bearer ***" in stats  # the server did echo it; we scrubbed it
+    assert SECRET not in stats and SECRET not in str(e.value)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -93,9 +94,14 @@ def cmd_train_base(args) -> None:
 
     cfg = BaseModelConfig(**args.params)
     out = Path(args.out_dir)
-    report = train_base_model(cfg, out)
-    atomic_write_text(out / "sft_report.json", json.dumps(report, indent=2))
-    write_provenance(out, args.params, {"base_model": cfg.seed})
+    # Built under a temporary name and renamed into place: a kill never leaves a half-saved model.
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    report = train_base_model(cfg, tmp)
+    atomic_write_text(tmp / "sft_report.json", json.dumps(report, indent=2))
+    write_provenance(tmp, args.params, {"base_model": cfg.seed})
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(tmp, out)
 
 
 def cmd_diagnose(args) -> None:
@@ -114,7 +120,7 @@ def cmd_diagnose(args) -> None:
 
 def cmd_train_grpo(args) -> None:
     _threads(args.threads)
-    from .io import atomic_write_text, read_problems, write_provenance
+    from .io import atomic_write_text, read_problems
     from .training.grpo import GRPORunConfig, train_grpo
 
     params = dict(args.params, num_generations=args.num_generations, seed=args.seed)
@@ -123,15 +129,15 @@ def cmd_train_grpo(args) -> None:
     assert isinstance(cfg, GRPORunConfig)
     records = _problem_records(read_problems(args.train), template)
     out = Path(args.out_dir)
-    report = train_grpo(args.model, records, cfg, out, revision=args.revision)
+    report = train_grpo(args.model, records, cfg, out, revision=args.revision,
+                        provenance=({**params, "model": args.model, "revision": args.revision, "prompt": args.prompt},
+                                    {"train": args.seed}, [args.train]))
     atomic_write_text(out / "train_report.json", json.dumps(report, indent=2, default=str))
-    write_provenance(out / "model", {**params, "model": args.model, "revision": args.revision,
-                                     "prompt": args.prompt}, {"train": args.seed}, [args.train])
 
 
 def cmd_evaluate(args) -> None:
     _threads(args.threads)
-    from .evaluation import evaluate_model
+    from .evaluation import clear_partials, evaluate_model
     from .io import atomic_write_text, read_problems, write_provenance
     from .organism.task import parse_strategy
     from .sampling import SamplingParams
@@ -157,6 +163,7 @@ def cmd_evaluate(args) -> None:
                                backend_kwargs=backend_kwargs)
     atomic_write_text(out / "summary.json", json.dumps(summaries, indent=2))
     write_provenance(out / "summary.json", p, {"sampling": args.seed}, [args.model, *args.benchmarks])
+    clear_partials(out)  # every output is in place: the resume cache is no longer needed
     print(json.dumps({k: v["pass@1"] for k, v in summaries.items()}, indent=2))
 
 
@@ -195,7 +202,8 @@ def cmd_make_oracles(args) -> None:
 
 def cmd_train_pope(args) -> None:
     _threads(args.threads)
-    from .io import atomic_write_text, read_jsonl, read_problems, write_provenance
+    from .helper_outputs import read_oracles
+    from .io import atomic_write_text, read_problems
     from .training.grpo import GRPORunConfig
     from .training.pope import POPEConfig, train_pope
 
@@ -204,12 +212,13 @@ def cmd_train_pope(args) -> None:
     template = _template(args)
     cfg = _run_config(params, template)
     assert isinstance(cfg, GRPORunConfig)
-    oracles = {r["id"]: r["solution"] for r in read_jsonl(args.oracles)}
+    train = read_problems(args.train)
+    oracles = read_oracles(args.oracles, train_ids={r["id"] for r in train})
     out = Path(args.out_dir)
-    report = train_pope(args.model, read_problems(args.train), oracles, cfg, pope, out, template=template,
-                        revision=args.revision)
+    report = train_pope(args.model, train, oracles, cfg, pope, out, template=template, revision=args.revision,
+                        provenance=({**params, "pope": args.pope, "model": args.model, "revision": args.revision,
+                                     "prompt": args.prompt}, {"train": args.seed}, [args.train, args.oracles]))
     atomic_write_text(out / "train_report.json", json.dumps(report, indent=2, default=str))
-    write_provenance(out / "model", {**params, "pope": args.pope}, {"train": args.seed}, [args.train, args.oracles])
 
 
 def cmd_rank_hints(args) -> None:
@@ -226,7 +235,8 @@ def cmd_rank_hints(args) -> None:
 
 def cmd_train_nudgerl(args) -> None:
     _threads(args.threads)
-    from .io import atomic_write_text, read_jsonl, read_problems, write_provenance
+    from .helper_outputs import read_pools
+    from .io import atomic_write_text, read_problems
     from .training.grpo import GRPORunConfig
     from .training.nudgerl import NudgeRLConfig, train_nudgerl
 
@@ -235,16 +245,18 @@ def cmd_train_nudgerl(args) -> None:
     template = _template(args)
     cfg = _run_config(params, template)
     assert isinstance(cfg, GRPORunConfig)
-    pools = {r["id"]: r["hints"] for r in read_jsonl(args.pools)}
+    train = read_problems(args.train)
+    pools = read_pools(args.pools, train_ids={r["id"] for r in train})
     records = []
-    for rec in _problem_records(read_problems(args.train), template):
+    for rec in _problem_records(train, template):
         if rec["id"] not in pools:
             raise KeyError(f"{args.pools} has no pool for training problem {rec['id']!r}")
         records.append({**rec, "hints": pools[rec["id"]]})
     out = Path(args.out_dir)
-    report = train_nudgerl(args.model, records, cfg, nudge, out, template=template, revision=args.revision)
+    report = train_nudgerl(args.model, records, cfg, nudge, out, template=template, revision=args.revision,
+                           provenance=({**params, "nudge": args.nudge, "model": args.model, "revision": args.revision,
+                                        "prompt": args.prompt}, {"train": args.seed}, [args.train, args.pools]))
     atomic_write_text(out / "train_report.json", json.dumps(report, indent=2, default=str))
-    write_provenance(out / "model", {**params, "nudge": args.nudge}, {"train": args.seed}, [args.train, args.pools])
 
 
 def cmd_table(args) -> None:

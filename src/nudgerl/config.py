@@ -76,6 +76,8 @@ def preflight(config: dict) -> list[str]:
                 f"config key 'eval.ks': pass@{k} needs k <= eval.samples_per_problem "
                 f"({ev['samples_per_problem']}); lower k or raise samples_per_problem"
             )
+    problems += check_batch_shapes(config)
+    problems += check_dvc_stages(config)
     if 1 not in ev.get("ks", [1]):
         problems.append("config key 'eval.ks' must contain 1 (pass@1 is the paper's metric)")
     weights = config.get("base_model", {}).get("unhinted_strategy_weights")
@@ -87,7 +89,8 @@ def preflight(config: dict) -> list[str]:
         ranking = config.get("ranking", {})
         if ranking.get("k", 1) > ranking.get("samples", 16):
             problems.append("config key 'ranking.k' must be <= ranking.samples")
-        if "top_ranked" in nudge.get("ablations", {}).get("hint_sampling", []) and ranking.get("keep", 2) < M:
+        samplers = [nudge.get("hint_sampler", "sequential"), *nudge.get("ablations", {}).get("hint_sampling", [])]
+        if "top_ranked" in samplers and ranking.get("keep", 2) < M:
             problems.append(f"config key 'ranking.keep' ({ranking.get('keep', 2)}) must be >= nudgerl.M ({M})")
         if M * K < 2:
             problems.append(f"config keys 'nudgerl.M' x 'nudgerl.K' = {M * K}: a group needs at least 2 rollouts")
@@ -99,6 +102,68 @@ def preflight(config: dict) -> list[str]:
     except ValueError as e:
         problems.append(f"config key 'organism.benchmarks': {e}")
     return problems
+
+
+def check_batch_shapes(config: dict) -> list[str]:
+    """Shapes TRL would reject (or silently degrade) inside a job, checked up front.
+
+    Every trainer builds one step from ``grpo.prompts_per_step`` prompts x N rollouts, so the
+    generation batch (prompts_per_step x N) is a whole number of groups by construction; what
+    can still go wrong is a group too small for an advantage, too few training problems for
+    one step, or NudgeRL's per-rollout prompts under TRL's vLLM server mode."""
+    problems = []
+    grpo = config.get("grpo", {})
+    pps = grpo.get("prompts_per_step", 1)
+    train_size = config.get("organism", {}).get("train", {}).get("size")
+    if train_size is not None and train_size < pps:
+        problems.append(f"config key 'grpo.prompts_per_step' ({pps}) exceeds the training set "
+                        f"('organism.train.size' = {train_size}): lower prompts_per_step or raise the size")
+    nudge = config.get("nudgerl")
+    if nudge is not None:
+        M, K = nudge.get("M", 2), nudge.get("K", 4)
+        if M < 1 or K < 1:
+            problems.append(f"config keys 'nudgerl.M' and 'nudgerl.K' must be >= 1 (got M={M}, K={K}); "
+                            "N = M x K rollouts per problem")
+        if grpo.get("use_vllm") and grpo.get("vllm_mode", "colocate") == "server":
+            problems.append("config key 'grpo.vllm_mode': 'server' sends one prompt per group and would drop "
+                            "NudgeRL's per-rollout hints; set vllm_mode: colocate")
+    return problems
+
+
+def check_dvc_stages(config: dict, root: str | Path = ".") -> list[str]:
+    """The DVC stages named by ``pools.stage`` and ``pope.oracle_stage`` exist in dvc.yaml with
+    a params.yaml section, and pools hold at least M hints (else rollouts go hint-free)."""
+    root = Path(root)
+    if not (root / "dvc.yaml").exists():
+        return []  # not a workflow checkout (e.g. `nudgerl validate-config` elsewhere)
+    stages = (yaml.safe_load((root / "dvc.yaml").read_text()) or {}).get("stages", {})
+    params = yaml.safe_load((root / "params.yaml").read_text()) or {} if (root / "params.yaml").exists() else {}
+    problems = []
+    named = [("pools.stage", config.get("pools", {}).get("stage", "pools_organism"))]
+    if "pope" in config:
+        named.append(("pope.oracle_stage", config["pope"].get("oracle_stage", "oracles_organism")))
+    for key, stage in named:
+        if stage not in stages:
+            problems.append(f"config key '{key}': dvc.yaml has no stage {stage!r} "
+                            f"(stages: {sorted(stages)}); add the stage or name an existing one")
+        elif stage not in params:
+            problems.append(f"config key '{key}': params.yaml has no section {stage!r} for DVC stage {stage!r}")
+    pool = params.get(named[0][1]) or {}
+    M = config.get("nudgerl", {}).get("M", 2)
+    if "nudgerl" in config and isinstance(pool.get("n"), int) and pool["n"] < M:
+        problems.append(f"config key 'nudgerl.M' ({M}) exceeds the pool size (params.yaml "
+                        f"{named[0][1]}.n = {pool['n']}): lower M or ask the helper for more hints")
+    return problems
+
+
+def check_local_path(key: str, value: str) -> list[str]:
+    """For keys that name a model or dataset: a value that looks like a local path
+    (absolute, ./, ../ or ~) must exist; anything else is taken as a hub id."""
+    if not isinstance(value, str) or not value.startswith(("/", "./", "../", "~")):
+        return []
+    if Path(value).expanduser().exists():
+        return []
+    return [f"config key '{key}': local path {value!r} does not exist; fix the path or give a hub id"]
 
 
 def load_config(path: str | Path) -> dict:

@@ -63,20 +63,69 @@ def evaluate_benchmark(model, tokenizer, problems: list[dict], params: SamplingP
     return samples, per_problem, summary
 
 
+RESUME_DIR = ".resume"
+
+
+def _fingerprint(model_dir: str, problems: list[dict], params: SamplingParams, ks: list[int], template=None) -> str:
+    """What a benchmark's results depend on: the model files (path, size, mtime; the id for a
+    hub model), the problems, the prompt template and the sampling parameters. A partial
+    result is reused only if it matches."""
+    import hashlib
+    from dataclasses import asdict
+
+    files = sorted((str(p.relative_to(model_dir)), p.stat().st_size, p.stat().st_mtime_ns)
+                   for p in Path(model_dir).rglob("*") if p.is_file() and p.name != "provenance.json")
+    key = {"model": files or model_dir, "template": template.to_dict() if template is not None else None,
+           "problems": [(p["id"], p["problem"], p["answer"]) for p in problems],
+           "params": asdict(params), "ks": list(ks)}
+    return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _load_partial(path: Path, fingerprint: str):
+    try:
+        saved = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return saved if saved.get("fingerprint") == fingerprint else None
+
+
+def clear_partials(out_dir: Path) -> None:
+    """Remove the per-benchmark partial results once the job's outputs are all written."""
+    import shutil
+
+    shutil.rmtree(Path(out_dir) / RESUME_DIR, ignore_errors=True)
+
+
 def evaluate_model(model_dir: str, benchmarks: dict[str, list[dict]], params: SamplingParams, ks: list[int],
                    out_dir: Path, parse_strategy=None, progress: bool = True, template=None,
-                   backend: str = "transformers", revision: str | None = None, backend_kwargs: dict | None = None) -> dict:
+                   backend: str = "transformers", revision: str | None = None, backend_kwargs: dict | None = None,
+                   log=print) -> dict:
+    """Evaluate every benchmark; resumable. Each finished benchmark is saved (atomically) to
+    ``<out_dir>/.resume/<bench>.json`` before the next starts, and a rerun after a kill reuses
+    it instead of sampling again. A resume unit is a whole benchmark because each benchmark
+    is sampled from one seeded stream: the resumed results equal an unbroken run's."""
     from .sampling import load_policy
 
-    model, tokenizer = load_policy(model_dir, backend=backend, revision=revision, **(backend_kwargs or {}))
+    model, tokenizer = None, None
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     summaries = {}
     for name, problems in benchmarks.items():
-        samples, per_problem, summary = evaluate_benchmark(
-            model, tokenizer, problems, params, ks, parse_strategy=parse_strategy, progress=progress,
-            template=template,
-        )
+        partial = out_dir / RESUME_DIR / f"{name}.json"
+        fingerprint = _fingerprint(model_dir, problems, params, ks, template)
+        saved = _load_partial(partial, fingerprint)
+        if saved is not None:
+            log(f"{name}: resumed from {partial} ({len(saved['problems'])} problems, not sampled again)")
+            samples, per_problem, summary = saved["samples"], saved["problems"], saved["summary"]
+        else:
+            if model is None:
+                model, tokenizer = load_policy(model_dir, backend=backend, revision=revision, **(backend_kwargs or {}))
+            samples, per_problem, summary = evaluate_benchmark(
+                model, tokenizer, problems, params, ks, parse_strategy=parse_strategy, progress=progress,
+                template=template,
+            )
+            atomic_write_text(partial, json.dumps({"fingerprint": fingerprint, "samples": samples,
+                                                   "problems": per_problem, "summary": summary}))
         write_jsonl(out_dir / f"{name}.samples.jsonl", samples)
         write_jsonl(out_dir / f"{name}.problems.jsonl", per_problem)
         atomic_write_text(out_dir / f"{name}.summary.json", json.dumps(summary, indent=2))

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Callable
 
-from .io import atomic_write_text, read_jsonl
+from .io import atomic_write_text
 
 
 class HelperStageError(RuntimeError):
@@ -34,9 +34,20 @@ def config_from_dict(cls, d: dict, what: str):
     return cls(**d)
 
 
+# API keys in use in this process: scrubbed from every error text, in case an endpoint
+# echoes the key back in an error body (some proxies do).
+_SECRETS: set[str] = set()
+
+
+def scrub(text: str) -> str:
+    for secret in _SECRETS:
+        text = text.replace(secret, "***")
+    return text
+
+
 def error_text(e: BaseException | None) -> str:
     # Exception class and a short message only: never request headers (the key).
-    return f"{type(e).__name__}: {str(e)[:200]}"
+    return scrub(f"{type(e).__name__}: {str(e)[:200]}")
 
 
 class CountingOpenAI:
@@ -50,6 +61,7 @@ class CountingOpenAI:
         key = os.environ.get(api_key_env)
         if not key:
             raise ValueError(f"environment variable {api_key_env} (api_key_env) is not set")
+        _SECRETS.add(key)
         self.http_requests = 0
         self._lock = threading.Lock()
 
@@ -75,13 +87,34 @@ class CountingOpenAI:
         return resp.choices[0].message.content if resp.choices else None
 
 
+def _read_partial(partial: Path) -> list[dict]:
+    """Finished rows of an earlier, interrupted run. A job killed mid-append leaves a torn
+    line (later appends would glue onto it); such lines are dropped (their problems are asked
+    again) and the file is rewritten clean before this run appends to it."""
+    if not partial.exists():
+        return []
+    rows, torn = [], 0
+    for line in partial.read_text().splitlines():
+        try:
+            row = json.loads(line) if line.strip() else None
+        except json.JSONDecodeError:
+            row = None
+            torn += 1
+        if isinstance(row, dict) and "id" in row:
+            rows.append(row)
+    if torn:
+        print(f"{partial}: dropped {torn} torn line(s) left by a killed run; those problems are asked again")
+        atomic_write_text(partial, "".join(json.dumps(r) + "\n" for r in rows))
+    return rows
+
+
 def run_per_problem(records: list[dict], propose: Callable[[dict], tuple[dict, dict]], out_path: str | Path,
                     concurrency: int = 4, what: str = "result", config: dict | None = None,
                     counter=None) -> dict:
     out_path = Path(out_path)
     partial = out_path.with_name(out_path.name + ".partial")
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    done = {r["id"]: r for r in read_jsonl(partial) if r.get("status") == "ok"} if partial.exists() else {}
+    done = {r["id"]: r for r in _read_partial(partial) if r.get("status") == "ok"}
     todo = [r for r in records if r["id"] not in done]
     stats = {"problems": len(records), "resumed": len(done), "calls": 0, "prompt_tokens": 0,
              "completion_tokens": 0, "failures": {}}

@@ -14,7 +14,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..io import atomic_write_text
+from ..io import atomic_write_text, write_provenance
 
 
 @dataclass
@@ -177,20 +177,63 @@ def _metrics_callback(path: Path, cfg: GRPORunConfig, resume_tokens: float):
     return MetricsToJsonl()
 
 
-def _last_checkpoint(output_dir: Path) -> str | None:
-    from transformers.trainer_utils import get_last_checkpoint
+def _checkpoint_complete(path: Path) -> bool:
+    """A checkpoint is complete when ``trainer_state.json`` (the last file transformers
+    writes into it) exists and parses: a job killed mid-save leaves a folder without it."""
+    try:
+        state = json.loads((path / "trainer_state.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return state.get("global_step") == int(path.name.rsplit("-", 1)[1])
 
-    return get_last_checkpoint(str(output_dir)) if output_dir.is_dir() else None
+
+def _last_checkpoint(output_dir: Path, log=print) -> str | None:
+    """The newest *complete* checkpoint; newer half-written ones (killed mid-save) are removed."""
+    import shutil
+
+    if not output_dir.is_dir():
+        return None
+    found = sorted((p for p in output_dir.glob("checkpoint-*") if p.is_dir() and p.name.rsplit("-", 1)[1].isdigit()),
+                   key=lambda p: int(p.name.rsplit("-", 1)[1]), reverse=True)
+    for path in found:
+        if _checkpoint_complete(path):
+            return str(path)
+        log(f"removing incomplete checkpoint {path} (the job was killed while saving it)")
+        shutil.rmtree(path)
+    return None
+
+
+def _read_metric_rows(path: Path) -> list[dict]:
+    """Rows of the live metrics file; a torn last line (killed mid-append) is dropped."""
+    rows = []
+    lines = path.read_text().splitlines()
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            if i == len(lines) - 1:
+                break
+            raise ValueError(f"{path}:{i + 1}: not valid JSON") from None
+    return rows
 
 
 def _truncate_metrics(path: Path, step: int) -> float:
-    """Keep metric rows up to ``step`` (a resume re-trains nothing before it)."""
+    """Keep metric rows up to ``step``: steps after the checkpoint are trained again on
+    resume and must not appear twice. Returns the cumulative rollout tokens at ``step``."""
     if not path.exists():
         return 0.0
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    kept = [r for r in rows if r["step"] <= step]
-    path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+    kept = [r for r in _read_metric_rows(path) if r["step"] <= step]
+    atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in kept))
     return kept[-1]["cumulative_rollout_tokens"] if kept else 0.0
+
+
+def _check_continuous(path: Path, max_steps: int) -> None:
+    """The final metrics must hold steps 1..max_steps once each (resume kept no gap or repeat)."""
+    steps = [r["step"] for r in _read_metric_rows(path)]
+    if steps != list(range(1, len(steps) + 1)) or len(steps) != max_steps:
+        raise RuntimeError(f"{path}: metric steps are not 1..{max_steps} once each: {steps}")
 
 
 def build_trainer(trainer_cls, model_dir: str, train_records: list[dict], cfg, run_dir: Path, callbacks=(),
@@ -233,8 +276,11 @@ def build_trainer(trainer_cls, model_dir: str, train_records: list[dict], cfg, r
 
 
 def run_training(trainer_cls, model_dir, train_records, cfg, run_dir: Path, revision: str | None = None,
-                 **extra) -> dict:
-    """Train (resuming from the last checkpoint if one exists), save the final model."""
+                 provenance: tuple | None = None, **extra) -> dict:
+    """Train (resuming from the last complete checkpoint if one exists), save the final model.
+
+    ``provenance`` = (config, seeds, inputs) for :func:`nudgerl.io.write_provenance`, written
+    into the model folder before it is renamed into place."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     # Live metrics sit beside the checkpoints (kept if the job dies); the declared output
@@ -243,19 +289,29 @@ def run_training(trainer_cls, model_dir, train_records, cfg, run_dir: Path, revi
     metrics_path.parent.mkdir(parents=True, exist_ok=True)
     resume = _last_checkpoint(run_dir / "checkpoints")
     resume_step = int(resume.rsplit("-", 1)[1]) if resume else 0
+    if resume:
+        # Optimizer, scheduler, data order and RNG states come back from the checkpoint.
+        print(f"resuming from checkpoint {resume} at global step {resume_step}", flush=True)
     tokens = _truncate_metrics(metrics_path, resume_step)
     callback = _metrics_callback(metrics_path, cfg, tokens)
     trainer = build_trainer(trainer_cls, model_dir, train_records, cfg, run_dir, callbacks=[callback],
                             revision=revision, **extra)
     t0 = time.perf_counter()
     trainer.train(resume_from_checkpoint=resume)
+    _check_continuous(metrics_path, trainer.state.global_step)
+    # The model folder is written under a temporary name and renamed into place, so a kill
+    # during the save never leaves a half-written model/ behind.
+    import shutil
+
     final_dir = run_dir / "model"
     tmp_dir = run_dir / "model.tmp"
+    if tmp_dir.exists():
+        shutil.rmtree(tmp_dir)
     trainer.save_model(str(tmp_dir))
     trainer.processing_class.save_pretrained(str(tmp_dir))
+    if provenance is not None:
+        write_provenance(tmp_dir, *provenance)
     if final_dir.exists():
-        import shutil
-
         shutil.rmtree(final_dir)
     os.replace(tmp_dir, final_dir)
     atomic_write_text(run_dir / "metrics.jsonl", metrics_path.read_text())
@@ -268,7 +324,7 @@ def run_training(trainer_cls, model_dir, train_records, cfg, run_dir: Path, revi
 
 
 def train_grpo(model_dir: str, train_records: list[dict], cfg: GRPORunConfig, run_dir: Path,
-               revision: str | None = None) -> dict:
+               revision: str | None = None, provenance: tuple | None = None) -> dict:
     from trl import GRPOTrainer
 
-    return run_training(GRPOTrainer, model_dir, train_records, cfg, run_dir, revision=revision)
+    return run_training(GRPOTrainer, model_dir, train_records, cfg, run_dir, revision=revision, provenance=provenance)

@@ -63,6 +63,35 @@ class NudgeRLTrainer(GRPOTrainer):
         self._keep_policy_logps = False
         self._policy_logps = None
 
+    # ------------------------------------------------------------ resume
+    # The nudging RNG (hint sampling, p_drop) is saved beside transformers' RNG states in
+    # every checkpoint and restored with them, so a resumed run nudges as an unbroken one.
+
+    def _nudge_rng_file(self, checkpoint: str) -> str:
+        import os
+
+        return os.path.join(checkpoint, f"nudge_rng_state_{self.args.process_index}.json")
+
+    def _save_rng_state(self, output_dir: str) -> None:
+        import json
+
+        super()._save_rng_state(output_dir)
+        with open(self._nudge_rng_file(output_dir), "w") as f:
+            json.dump(self._nudge_rng.bit_generator.state, f)
+
+    def _load_rng_state(self, checkpoint: str | None) -> None:
+        import json
+        import os
+
+        super()._load_rng_state(checkpoint)
+        if checkpoint is None:
+            return
+        path = self._nudge_rng_file(checkpoint)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"{path}: checkpoint has no nudging RNG state; cannot resume NudgeRL exactly")
+        with open(path) as f:
+            self._nudge_rng.bit_generator.state = json.load(f)
+
     # ------------------------------------------------------------ nudging
 
     def _choose_hints(self, pool: list[str]) -> list[str | None]:
@@ -198,7 +227,8 @@ class NudgeRLTrainer(GRPOTrainer):
 
 
 def train_nudgerl(model_dir: str, train_records: list[dict], cfg, nudge: NudgeRLConfig, run_dir,
-                  hint_style: str = "organism", template=None, revision: str | None = None) -> dict:
+                  hint_style: str = "organism", template=None, revision: str | None = None,
+                  provenance: tuple | None = None) -> dict:
     """Train NudgeRL (N = M x K rollouts per prompt), resuming from the last checkpoint.
     ``template`` (a PromptTemplate) inserts the hints; without one, the organism's hint line."""
     from dataclasses import asdict
@@ -208,6 +238,6 @@ def train_nudgerl(model_dir: str, train_records: list[dict], cfg, nudge: NudgeRL
 
     apply_hint = template.apply_hint if template is not None else HINT_STYLES[hint_style]
     report = run_training(NudgeRLTrainer, model_dir, train_records, cfg, run_dir, revision=revision,
-                          nudge=nudge, apply_hint=apply_hint)
+                          provenance=provenance, nudge=nudge, apply_hint=apply_hint)
     report["nudge"] = asdict(nudge)
     return report

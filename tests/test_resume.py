@@ -1,0 +1,163 @@
+"""Kill and resume: a SIGKILLed training or evaluation job, rerun, continues from where it
+stopped (checkpoint, optimizer, RNG states, nudging RNG; finished benchmarks), and its
+results equal those of a run that was never interrupted."""
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from nudgerl.organism import task
+from nudgerl.organism.base_model import BaseModelConfig, train_base_model
+from nudgerl.training.grpo import _last_checkpoint, _read_metric_rows, _truncate_metrics
+
+REPO = Path(__file__).resolve().parents[1]
+TRAIN = {"prompts_per_step": 2, "max_steps": 6, "max_completion_length": 32, "checkpoint_every": 2,
+         "learning_rate": 0.01}
+# Random hint sampling and p_drop both draw from the nudging RNG every step.
+NUDGE = {"M": 2, "K": 2, "p_drop": 0.5, "hint_sampler": "random"}
+COMPARED = ("step", "reward_mean", "loss", "completion_length_mean", "cumulative_rollout_tokens",
+            "nudge/frac_hinted", "nudge/reward_hinted", "nudge/distill_loss")
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    """The smoke config's base model (it solves some problems, so gradients are not zero),
+    a training split and pools of three hints per problem."""
+    d = tmp_path_factory.mktemp("resume")
+    smoke = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
+    train_base_model(BaseModelConfig(**smoke["base_model"]), d / "base", log=lambda s: None)
+    problems = [p.to_record() for p in task.training_problems(0, 16, 0.7)]
+    (d / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in problems))
+    hints = [s.hint for s in task.STRATEGIES.values()]
+    (d / "pools.jsonl").write_text("".join(json.dumps({"id": r["id"], "hints": hints[:3]}) + "\n" for r in problems))
+    return d
+
+
+def _train_cmd(d, run):
+    return ["nudgerl", "train-nudgerl", "--model", str(d / "base"), "--train", str(d / "train.jsonl"),
+            "--pools", str(d / "pools.jsonl"), "--seed", "0", "--params", json.dumps(TRAIN),
+            "--nudge", json.dumps(NUDGE), "--out-dir", str(d / run)]
+
+
+def _kill_when(cmd, ready, log):
+    """Start ``cmd`` in its own process group; SIGKILL the group as soon as ``ready()``."""
+    proc = subprocess.Popen(cmd, stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 240
+    while not ready():
+        assert proc.poll() is None, f"finished or died before the kill point: {Path(log).read_text()[-2000:]}"
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def _metrics(path):
+    return [{k: r.get(k) for k in COMPARED} for r in _read_metric_rows(Path(path))]
+
+
+def _weights(model_dir):
+    from safetensors.torch import load_file
+
+    return load_file(str(Path(model_dir) / "model.safetensors"))
+
+
+def test_killed_training_resumes_as_an_unbroken_run(inputs):
+    d = inputs
+    subprocess.run(_train_cmd(d, "unbroken"), check=True, capture_output=True)
+
+    first_checkpoint = d / "killed" / "checkpoints" / "checkpoint-2" / "trainer_state.json"
+    _kill_when(_train_cmd(d, "killed"), first_checkpoint.exists, d / "killed.log")
+    assert not (d / "killed" / "model").exists() and not (d / "killed" / "metrics.jsonl").exists()
+    assert (d / "killed" / "checkpoints" / "checkpoint-2" / "nudge_rng_state_0.json").exists()
+
+    proc = subprocess.run(_train_cmd(d, "killed"), capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "resuming from checkpoint" in proc.stdout and "at global step 2" in proc.stdout
+    report = json.loads((d / "killed" / "train_report.json").read_text())
+    assert report["resumed_from_step"] == 2 and report["global_step"] == 6
+
+    resumed = _metrics(d / "killed" / "metrics.jsonl")
+    assert [r["step"] for r in resumed] == [1, 2, 3, 4, 5, 6]  # no step twice, none missing
+    # Data order, sampling RNG, nudging RNG and optimizer state all came back: the resumed
+    # run's metrics and final weights are those of the unbroken run.
+    assert resumed == _metrics(d / "unbroken" / "metrics.jsonl")
+    assert any(r["loss"] for r in resumed)  # the model did learn, so the optimizer mattered
+    a, b = _weights(d / "unbroken" / "model"), _weights(d / "killed" / "model")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert (d / "killed" / "model" / "provenance.json").exists()
+
+
+def test_half_written_checkpoint_and_torn_metrics_line(tmp_path):
+    ckpts = tmp_path / "checkpoints"
+    for step in (2, 4):
+        (ckpts / f"checkpoint-{step}").mkdir(parents=True)
+        (ckpts / f"checkpoint-{step}" / "model.safetensors").write_text("x")
+    (ckpts / "checkpoint-2" / "trainer_state.json").write_text(json.dumps({"global_step": 2}))
+    (ckpts / "checkpoint-4" / "trainer_state.json").write_text('{"global_st')  # killed mid-save
+    assert _last_checkpoint(ckpts, log=lambda s: None) == str(ckpts / "checkpoint-2")
+    assert not (ckpts / "checkpoint-4").exists()
+
+    metrics = ckpts / "metrics.jsonl"
+    rows = [{"step": s, "cumulative_rollout_tokens": 10.0 * s} for s in (1, 2, 3)]
+    metrics.write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"step": 4, "cumul')
+    assert _truncate_metrics(metrics, 2) == 20.0
+    assert [r["step"] for r in _read_metric_rows(metrics)] == [1, 2]
+
+
+EVAL = {"samples_per_problem": 16, "ks": [1, 4], "max_new_tokens": 64, "batch_size": 64}
+
+
+def _eval_cmd(d, benches, out):
+    return ["nudgerl", "evaluate", "--model", str(d / "base"), "--benchmarks", *map(str, benches), "--seed", "0",
+            "--params", json.dumps(EVAL), "--out-dir", str(d / out)]
+
+
+def _outputs(out):
+    return {p.name: p.read_text() for p in sorted(Path(out).glob("*.jsonl"))}
+
+
+def test_killed_evaluation_does_not_sample_finished_benchmarks_again(inputs):
+    d = inputs
+    sets = task.evaluation_sets(0, {"b1": (12, 0.5), "b2": (12, 0.5), "b3": (12, 0.5)})
+    benches = []
+    for name, problems in sets.items():
+        benches.append(d / f"{name}.jsonl")
+        benches[-1].write_text("".join(json.dumps(p.to_record()) + "\n" for p in problems))
+    subprocess.run(_eval_cmd(d, benches, "eval_unbroken"), check=True, capture_output=True)
+
+    partial = d / "eval_killed" / ".resume" / "b1.json"
+    _kill_when(_eval_cmd(d, benches, "eval_killed"), partial.exists, d / "eval_killed.log")
+    assert not (d / "eval_killed" / "summary.json").exists()
+
+    proc = subprocess.run(_eval_cmd(d, benches, "eval_killed"), capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "b1: resumed from" in proc.stdout and "12 problems, not sampled again" in proc.stdout
+    assert "b2: resumed" not in proc.stdout  # unfinished when killed: sampled in full
+    assert _outputs(d / "eval_killed") == _outputs(d / "eval_unbroken")
+    assert not (d / "eval_killed" / ".resume").exists()  # cleared once every output is written
+
+
+def test_stale_partial_results_are_not_reused(inputs, tmp_path):
+    """A partial result from other sampling parameters (or another model) is ignored."""
+    from nudgerl.evaluation import RESUME_DIR, evaluate_model
+    from nudgerl.sampling import SamplingParams
+
+    problems = [p.to_record() for p in task.evaluation_sets(0, {"b": (4, 0.5)})["b"]]
+    logs = []
+    evaluate_model(str(inputs / "base"), {"b": problems}, SamplingParams(n=2, max_new_tokens=16), [1], tmp_path,
+                   progress=False, log=logs.append)
+    assert (tmp_path / RESUME_DIR / "b.json").exists() and not logs
+    evaluate_model(str(inputs / "base"), {"b": problems}, SamplingParams(n=4, max_new_tokens=16), [1], tmp_path,
+                   progress=False, log=logs.append)
+    assert not logs  # n changed: sampled again
+    assert len((tmp_path / "b.samples.jsonl").read_text().splitlines()) == 4 * 4
+    evaluate_model(str(inputs / "base"), {"b": problems}, SamplingParams(n=4, max_new_tokens=16), [1], tmp_path,
+                   progress=False, log=logs.append)
+    assert len(logs) == 1 and "resumed" in logs[0]
