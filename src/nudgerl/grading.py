@@ -74,9 +74,10 @@ class GradeStats:
 
 
 def grade(completion: str, gold: str, stats: GradeStats | None = None, *,
-          time_limit: float = TIME_LIMIT_SECONDS, isolate: bool | None = None) -> float:
+          time_limit: float | None = None, isolate: bool | None = None) -> float:
     """1.0 if the completion's final answer equals ``gold``, else 0.0 (also on a time-out).
 
+    ``time_limit``: seconds for the whole item (default :data:`TIME_LIMIT_SECONDS`).
     ``isolate``: None picks the in-process path on a main thread and a grading process
     elsewhere; True always uses a grading process (bounds even work that ignores signals).
     """
@@ -86,9 +87,12 @@ def grade(completion: str, gold: str, stats: GradeStats | None = None, *,
     return 1.0 if outcome == "correct" else 0.0
 
 
-def judge(completion: str, gold: str, *, time_limit: float = TIME_LIMIT_SECONDS,
+def judge(completion: str, gold: str, *, time_limit: float | None = None,
           isolate: bool | None = None) -> str:
     """The outcome of one grade: one of :data:`OUTCOMES`."""
+    time_limit = TIME_LIMIT_SECONDS if time_limit is None else float(time_limit)
+    if time_limit <= 0:
+        raise ValueError(f"time_limit must be positive, got {time_limit}")
     completion = str(completion)[-MAX_COMPLETION_CHARS:]
     gold = str(gold)
     on_main = threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
