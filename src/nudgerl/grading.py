@@ -172,27 +172,32 @@ class _Deadline(BaseException):
 
 
 def _judge_under_alarm(completion: str, gold: str, limit: float) -> str:
-    armed = [True]
+    armed = [False]
 
     def on_alarm(signum, frame):
-        if armed[0]:
+        if armed[0]:  # raise at most once, and only while the item is being judged
+            armed[0] = False
             raise _Deadline
 
-    t0 = time.monotonic()
+    outcome = "timeout"
     previous_handler = signal.signal(signal.SIGALRM, on_alarm)
-    previous_timer = signal.setitimer(signal.ITIMER_REAL, limit)
+    previous_timer = signal.getitimer(signal.ITIMER_REAL)
+    t0 = time.monotonic()
     try:
-        try:
-            return _judge_unbounded(completion, gold)
-        finally:
-            armed[0] = False
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, previous_handler)
-            if previous_timer[0] > 0:  # give the caller's own alarm back, less the time we used
-                remaining = max(previous_timer[0] - (time.monotonic() - t0), 1e-3)
-                signal.setitimer(signal.ITIMER_REAL, remaining, previous_timer[1])
+        armed[0] = True
+        signal.setitimer(signal.ITIMER_REAL, limit)
+        outcome = _judge_unbounded(completion, gold)
+        armed[0] = False
     except _Deadline:
-        return "timeout"
+        pass  # a deadline hit after the outcome was known keeps that outcome
+    finally:
+        armed[0] = False
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous_handler)
+        if previous_timer[0] > 0:  # give the caller's own alarm back, less the time we used
+            remaining = max(previous_timer[0] - (time.monotonic() - t0), 1e-3)
+            signal.setitimer(signal.ITIMER_REAL, remaining, previous_timer[1])
+    return outcome
 
 
 # ---------------------------------------------------------------------------------------
