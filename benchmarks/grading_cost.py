@@ -36,7 +36,8 @@ def organism_items(n: int = 400) -> list[tuple[str, str]]:
     for i in range(n):
         answer = rng.randint(0, 999)
         shown = answer if i % 2 == 0 else answer + 1
-        items.append((f"strategy : difference table . compute : 3 + 4 = 7 . answer : \\boxed{{ {shown} }}", str(answer)))
+        text = f"strategy : difference table . compute : 3 + 4 = 7 . answer : \\boxed{{ {shown} }}"
+        items.append((text, str(answer)))
     return items
 
 

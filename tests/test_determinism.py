@@ -85,4 +85,5 @@ def test_evaluation_records_are_seeded(tmp_path, base_model):
     for name in "ab":
         summary = json.loads((tmp_path / name / "bench.summary.json").read_text())
         assert summary["grader"]["graded"] == 6 * 4
-    assert (tmp_path / "a" / "bench.problems.jsonl").read_bytes() == (tmp_path / "b" / "bench.problems.jsonl").read_bytes()
+    problems = [(tmp_path / n / "bench.problems.jsonl").read_bytes() for n in "ab"]
+    assert problems[0] == problems[1]

@@ -3,15 +3,18 @@
 What counts as correct (math-verify 0.9.0):
 - The gold is parsed first. An integer gold ("16", "016", "-3") is read by expression
   extraction, anything else as LaTeX (``$gold$``, or as given when it is boxed).
-- The completion's ``\\boxed{}`` answer is preferred over other candidates, and the latest
-  answer wins: text before the last ``\\boxed`` is dropped, and math-verify tries matches
+- Only the last ``MAX_COMPLETION_CHARS`` of a completion are read. Its ``\\boxed{}`` answer
+  is preferred over other candidates (even over later unboxed text), and the latest answer
+  wins: text before the last ``\\boxed`` is dropped, and math-verify tries matches
   rightmost first. Without a box, "x = 5" or "the answer is 5" is read from the text.
-- Comparison is math-verify's: numeric within 6 decimal places, so ``\\frac{1}{2}`` equals
-  ``0.5`` (math-verify's choice, and ours: an answer is a number, not a notation);
-  ``\\text{13}``, ``30^\\circ``, ``1,000`` and leading zeros normalise to the number;
-  intervals and sets compare as sets.
-- Nothing in a completion is ever executed: math-verify parses with sympy's LaTeX and
-  expression parsers, never ``eval``.
+- Comparison is math-verify's: numeric to 6 decimal places, so ``\\frac{1}{2}`` equals
+  ``0.5`` (math-verify's choice, and ours: an answer is a number, not a notation) but
+  ``0.333`` is not ``\\frac{1}{3}``; ``\\text{13}``, ``30^\\circ``, ``1,000`` and leading
+  zeros normalise to the number; ``10\\%`` is 0.1; intervals and sets compare as sets.
+- Nothing in a completion is ever executed: math-verify parses LaTeX with a grammar
+  (latex2sympy2_extended), and the only text it hands sympy's ``parse_expr`` (which does
+  ``eval``) is what its expression regex admits: digits, dots, spaces, ``+-*/^()`` and
+  friends, never a name. ``tests/test_grading.py`` feeds it code and shell payloads.
 
 Time limits. math-verify bounds its own work with ``signal.alarm`` and swallows the
 time-out (a parse that times out looks like "no answer"), and signals do not work off the
@@ -19,7 +22,8 @@ main thread. So we switch math-verify's limits off and bound each whole grade ou
 one of two ways:
 - on a main thread: in process, under an ``ITIMER_REAL`` alarm (cheap; the default there);
 - anywhere else (worker threads, or ``isolate=True``): in a small pool of persistent
-  grading processes; an item past its limit has its process killed and replaced.
+  grading processes; an item past its limit has its process killed and replaced. A
+  process's start-up (about a second, once) is not part of any item's limit.
 Either way a time-out scores 0 and is counted, and the caller's own alarm is restored.
 """
 
