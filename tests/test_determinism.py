@@ -1,13 +1,21 @@
-"""Same seed, same artefacts; another seed, other artefacts (CPU)."""
+"""Same seed, same artefacts; another seed, other artefacts (CPU): base model weights,
+GRPO metrics and weights, evaluation records."""
 
+import json
+
+import pytest
 import torch
 
+from nudgerl.evaluation import evaluate_model
 from nudgerl.organism import task
 from nudgerl.organism.base_model import BaseModelConfig, train_base_model
 from nudgerl.sampling import SamplingParams, chat_prompt, generate, load_policy
+from nudgerl.training.grpo import GRPORunConfig, train_grpo
 
 TINY = dict(examples=128, epochs=1.0, arithmetic_drills=1, drill_epochs=1.0, arithmetic_replay=0,
             hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, batch_size=32, warmup_steps=2)
+# Wall-clock fields: the only ones of a metrics row that may differ between identical runs.
+TIMING = {"step_time", "wall_step_time"}
 
 
 def _weights(path):
@@ -15,15 +23,67 @@ def _weights(path):
     return {k: v.clone() for k, v in model.state_dict().items()}
 
 
-def test_base_model_and_samples_are_seeded(tmp_path):
-    for name, seed in (("a", 0), ("b", 0), ("c", 1)):
-        train_base_model(BaseModelConfig(seed=seed, **TINY), tmp_path / name, log=lambda s: None)
-    a, b, c = (_weights(tmp_path / n) for n in "abc")
-    assert all(torch.equal(a[k], b[k]) for k in a)
-    assert not all(torch.equal(a[k], c[k]) for k in a)
+def _same_weights(a, b) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
-    model, tok = load_policy(str(tmp_path / "a"))
+
+@pytest.fixture(scope="module")
+def base_model(tmp_path_factory):
+    d = tmp_path_factory.mktemp("base") / "model"
+    train_base_model(BaseModelConfig(seed=0, **TINY), d, log=lambda s: None)
+    return d
+
+
+def test_base_model_and_samples_are_seeded(tmp_path, base_model):
+    for name, seed in (("b", 0), ("c", 1)):
+        train_base_model(BaseModelConfig(seed=seed, **TINY), tmp_path / name, log=lambda s: None)
+    a, b, c = _weights(base_model), _weights(tmp_path / "b"), _weights(tmp_path / "c")
+    assert _same_weights(a, b)
+    assert not _same_weights(a, c)
+
+    model, tok = load_policy(str(base_model))
     prompts = [chat_prompt(tok, p.text()) for p in task.training_problems(0, 4, 0.5)]
     first = generate(model, tok, prompts, SamplingParams(n=4, seed=3))
     assert first == generate(model, tok, prompts, SamplingParams(n=4, seed=3))
     assert first != generate(model, tok, prompts, SamplingParams(n=4, seed=4))
+
+
+def _metrics(run_dir):
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [{k: v for k, v in r.items() if k not in TIMING} for r in rows]
+
+
+def test_grpo_runs_are_seeded(tmp_path, base_model):
+    problems = task.training_problems(0, 8, 0.5)
+    records = [{"prompt": [{"role": "user", "content": p.text()}], "answer": str(p.answer), "id": p.id}
+               for p in problems]
+    # Seed 1 is one where this tiny policy earns some reward, so the runs' losses and
+    # updates are not trivially zero.
+    for name, seed in (("a", 1), ("b", 1), ("c", 2)):
+        cfg = GRPORunConfig(num_generations=4, prompts_per_step=2, max_steps=3, max_completion_length=32,
+                            learning_rate=1e-2, checkpoint_every=100, seed=seed)
+        train_grpo(str(base_model), records, cfg, tmp_path / name)
+    a, b, c = (_metrics(tmp_path / n) for n in "abc")
+    assert len(a) == 3 and any(r["reward_mean"] > 0 for r in a)
+    assert a == b  # rewards, losses, lengths, token counts: every non-timing field
+    assert a != c
+    wa, wb, wc = (_weights(tmp_path / n / "model") for n in "abc")
+    assert not _same_weights(wa, _weights(base_model))  # the runs did update the policy
+    assert _same_weights(wa, wb)
+    assert not _same_weights(wa, wc)
+
+
+def test_evaluation_records_are_seeded(tmp_path, base_model):
+    benchmarks = {"bench": [p.to_record() for p in task.training_problems(5, 6, 0.5, prefix="eval")]}
+    for name, seed in (("a", 0), ("b", 0), ("c", 1)):
+        params = SamplingParams(n=4, max_new_tokens=32, seed=seed)
+        evaluate_model(str(base_model), benchmarks, params, [1, 2], tmp_path / name,
+                       parse_strategy=task.parse_strategy, progress=False)
+    a, b, c = ((tmp_path / n / "bench.samples.jsonl").read_bytes() for n in "abc")
+    assert a == b
+    assert a != c
+    for name in "ab":
+        summary = json.loads((tmp_path / name / "bench.summary.json").read_text())
+        assert summary["grader"]["graded"] == 6 * 4
+    problems = [(tmp_path / n / "bench.problems.jsonl").read_bytes() for n in "ab"]
+    assert problems[0] == problems[1]

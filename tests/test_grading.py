@@ -1,26 +1,82 @@
-"""The one grader: known traps, robustness, and no execution of model output."""
+"""The one grader: known traps, real benchmark golds, time limits that hold anywhere,
+counters, and hostile model output (no execution, bounded time, zero reward)."""
 
+import json
+import multiprocessing
 import os
+import signal
 import threading
+import time
+from pathlib import Path
 
 import pytest
 
-from nudgerl.grading import GradeStats, grade
+from nudgerl import grading
+from nudgerl.grading import OUTCOMES, GradeStats, grade, judge
+
+BENCHMARKS = Path("/work/shared/data/benchmarks")
+# No limit would end this: sympy is asked to compare 10^(10^(10^10)) with 5.
+TOWER = "\\boxed{10^{10^{10^{10}}}}"
+LIMIT = 1.0
+# Generous: a bounded item returns a little after its limit (process start-up aside);
+# an unbounded one would not return at all.
+SLACK = 20.0
 
 
 @pytest.mark.parametrize(
     "completion, gold, expected",
     [
-        ("so the answer is \\boxed{016}", "16", 1.0),  # leading zeros
+        # leading zeros, either side (AIME golds are normalised, raw files zero-pad)
+        ("so the answer is \\boxed{016}", "16", 1.0),
         ("\\boxed{16}", "016", 1.0),
+        # text-wrapped numbers
         ("\\boxed{\\text{13}}", "13", 1.0),
-        ("first \\boxed{3}, corrected: \\boxed{5}", "5", 1.0),  # the latest box wins
+        ("\\boxed{13}", "\\text{13}", 1.0),
+        # several boxes: the latest wins
+        ("first \\boxed{3}, corrected: \\boxed{5}", "5", 1.0),
         ("first \\boxed{3}, corrected: \\boxed{5}", "3", 0.0),
-        ("\\boxed{\\frac{1}{2}}", "0.5", 1.0),  # fraction vs decimal
+        ("$\\boxed{5}$ wait, \\boxed{7}", "7", 1.0),
+        # a box is preferred over later unboxed text
+        ("\\boxed{3} and then the answer is 5", "3", 1.0),
+        ("\\boxed{3} and then the answer is 5", "5", 0.0),
+        # degrees
+        ("\\boxed{30^\\circ}", "30", 1.0),
+        ("\\boxed{30}", "30^\\circ", 1.0),
+        ("\\boxed{336^\\circ}", "336", 1.0),
+        # fractions vs decimals: equal when equal to 6 decimal places (math-verify's rounding)
+        ("\\boxed{\\frac{1}{2}}", "0.5", 1.0),
         ("\\boxed{0.5}", "\\frac{1}{2}", 1.0),
-        ("\\boxed{336^\\circ}", "336", 1.0),  # degrees
-        ("therefore x = 7", "7", 1.0),  # plain-text equation
-        ("strategy : difference table . answer : \\boxed{ 26 }", "26", 1.0),  # organism format
+        ("\\boxed{\\dfrac{1}{2}}", "1/2", 1.0),
+        ("\\boxed{0.333}", "\\frac{1}{3}", 0.0),
+        # percent means /100
+        ("\\boxed{10\\%}", "10", 0.0),
+        # plain-text equations and phrases
+        ("therefore x = 7", "7", 1.0),
+        ("The answer is 5", "5", 1.0),
+        ("The answer is 5.", "5", 1.0),
+        ("so the answer is $x = 5$", "5", 1.0),
+        ("the answer is 12 apples", "12", 1.0),
+        ("\\boxed{x=5}", "5", 1.0),
+        # negative numbers
+        ("\\boxed{-3}", "-3", 1.0),
+        ("\\boxed{3}", "-3", 0.0),
+        ("the answer is -3", "-3", 1.0),
+        ("\\boxed{−3}", "-3", 1.0),  # unicode minus
+        # thousands separators, and dollar signs in MATH golds
+        ("\\boxed{1,000}", "1000", 1.0),
+        ("\\boxed{1000}", "1,000", 1.0),
+        ("\\boxed{1{,}000}", "1000", 1.0),
+        ("\\boxed{32348}", "\\$32,\\!348", 1.0),
+        ("\\boxed{\\$36}", "36", 1.0),
+        # intervals and sets
+        ("\\boxed{[1,3)}", "[1,3)", 1.0),
+        ("\\boxed{(1,3)}", "[1,3)", 0.0),
+        ("\\boxed{\\{2,1\\}}", "\\{1,2\\}", 1.0),
+        # symbolic equality
+        ("\\boxed{2\\sqrt{3}}", "\\sqrt{12}", 1.0),
+        ("\\boxed{5}", "5.0", 1.0),
+        # the organism's format
+        ("strategy : difference table . answer : \\boxed{ 26 }", "26", 1.0),
         ("answer : \\boxed{ 25 }", "26", 0.0),
         ("I don't know", "26", 0.0),
     ],
@@ -29,48 +85,270 @@ def test_known_traps(completion, gold, expected):
     assert grade(completion, gold) == expected
 
 
-def test_counters_record_missing_answers():
+@pytest.mark.parametrize("bench", ["aime24", "aime25", "amc23", "math500", "apex_shortlist"])
+def test_every_benchmark_gold_matches_itself_boxed(bench):
+    path = BENCHMARKS / f"{bench}.jsonl"
+    if not path.exists():
+        pytest.skip(f"{path} not on this machine")
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    stats = GradeStats()
+    wrong = [r["answer"] for r in rows
+             if grade(f"We check every case. The final answer is \\boxed{{{r['answer']}}}.", r["answer"], stats) != 1.0]
+    assert wrong == [] and stats.as_dict()["correct"] == len(rows)
+    # ... and an integer gold does not match its neighbour.
+    integers = [r["answer"] for r in rows if r["answer"].lstrip("-").isdigit()]
+    assert all(grade(f"\\boxed{{{int(a) + 1}}}", a) == 0.0 for a in integers)
+
+
+def test_counters_add_up():
     stats = GradeStats()
     grade("no number here at all", "5", stats)
     grade("\\boxed{5}", "5", stats)
+    grade("\\boxed{4}", "5", stats)
+    grade("\\boxed{5}", " ", stats)  # a gold that does not parse
     counts = stats.as_dict()
-    assert counts["graded"] == 2 and counts["correct"] == 1 and counts["no_answer"] == 1
+    assert counts == {"graded": 4, "correct": 1, "wrong": 1, "no_answer": 1, "gold_unparsed": 1,
+                      "timeout": 0, "error": 0}
+    assert set(counts) == {"graded", *OUTCOMES}
 
 
-@pytest.mark.parametrize(
-    "payload",
-    [
-        "\\boxed{__import__('os').system('touch PWNED')}",
-        "\\boxed{eval(\"open('PWNED','w')\")}",
-        "```python\nopen('PWNED','w').write('x')\n```\n\\boxed{exec('import os; os.system(\"touch PWNED\")')}",
-        "$(touch PWNED) `touch PWNED` \\boxed{$(touch PWNED)}",
-    ],
-)
-def test_payloads_execute_nothing(payload, tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    assert grade(payload, "0") == 0.0
-    assert not (tmp_path / "PWNED").exists()
+# --- time limits: main thread, other threads, grading processes, worker processes -------
+
+
+def test_a_time_out_is_counted_on_the_main_thread():
+    stats = GradeStats()
+    t0 = time.monotonic()
+    assert grade(TOWER, "5", stats, time_limit=LIMIT) == 0.0
+    assert time.monotonic() - t0 < LIMIT + SLACK
+    assert stats.as_dict()["timeout"] == 1 and stats.as_dict()["graded"] == 1
+    assert grade("\\boxed{5}", "5", stats) == 1.0  # the grader is fine afterwards
+
+
+def test_a_time_out_is_counted_off_the_main_thread():
+    stats = GradeStats()
+    results = []
+    t = threading.Thread(target=lambda: results.append(
+        (grade(TOWER, "5", stats, time_limit=LIMIT), grade("\\boxed{42}", "42", stats))))
+    t.start()
+    t.join(LIMIT + 2 * grading.WORKER_START_SECONDS)
+    assert not t.is_alive()
+    assert results == [(0.0, 1.0)]
+    assert stats.as_dict()["timeout"] == 1 and stats.as_dict()["correct"] == 1
+
+
+def test_isolated_grading_kills_and_replaces_a_stuck_process():
+    grade("\\boxed{1}", "1", isolate=True)
+    before = {w.proc.pid for w in grading._pool()._idle}
+    stats = GradeStats()
+    assert grade(TOWER, "5", stats, time_limit=LIMIT, isolate=True) == 0.0
+    assert stats.as_dict()["timeout"] == 1
+    after = {w.proc.pid for w in grading._pool()._idle}
+    assert before and after and not (before & after)  # the stuck process is gone
+    for pid in before:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    assert grade("\\boxed{7}", "7", isolate=True) == 1.0
+
+
+def test_concurrent_threads_grade_correctly():
+    items = [(f"\\boxed{{{i}}}", str(i if i % 3 else i + 1)) for i in range(40)]
+    expected = [1.0 if i % 3 else 0.0 for i in range(40)]
+    got = [None] * len(items)
+    stats = GradeStats()
+
+    def work(k):
+        for i in range(k, len(items), 4):
+            got[i] = grade(*items[i], stats)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert got == expected
+    assert stats.as_dict()["graded"] == 40
+
+
+def test_the_callers_alarm_survives_a_grade():
+    fired = []
+
+    def handler(*_):
+        fired.append(1)
+
+    previous = signal.signal(signal.SIGALRM, handler)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 30.0)
+        assert grade(TOWER, "5", time_limit=0.2) == 0.0
+        remaining, _ = signal.getitimer(signal.ITIMER_REAL)
+        assert 0 < remaining < 30.0
+        assert signal.getsignal(signal.SIGALRM) is handler
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert fired == []
+
+
+def test_in_process_off_the_main_thread_is_refused():
+    errors = []
+
+    def work():
+        try:
+            judge("\\boxed{1}", "1", isolate=False)
+        except RuntimeError as e:
+            errors.append(str(e))
+
+    t = threading.Thread(target=work)
+    t.start()
+    t.join(30)
+    assert errors and "main thread" in errors[0]
+
+
+def _grade_in_a_worker_process(completions: list[str]) -> list[tuple[str, str, float]]:
+    """Runs inside a (daemonic) multiprocessing worker: its main thread, then a thread of it."""
+    out = []
+    for c in completions:
+        t0 = time.monotonic()
+        out.append(("main", judge(c, "5", time_limit=LIMIT), time.monotonic() - t0))
+    box = []
+
+    def in_thread():
+        for c in completions:
+            t0 = time.monotonic()
+            box.append(("thread", judge(c, "5", time_limit=LIMIT), time.monotonic() - t0))
+
+    t = threading.Thread(target=in_thread)
+    t.start()
+    t.join()
+    grading.shutdown_workers()
+    return out + box
+
+
+def test_time_limits_hold_in_a_worker_process(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the worker (and the grading process it starts) run here
+    completions = [TOWER, "\\boxed{5}", *PAYLOADS]
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        results = pool.apply_async(_grade_in_a_worker_process, (completions,)).get(600)
+    for where in ("main", "thread"):
+        outcomes = [outcome for w, outcome, _ in results if w == where]
+        assert outcomes[:2] == ["timeout", "correct"] and "correct" not in outcomes[2:]
+    assert all(seconds < LIMIT + SLACK for _, _, seconds in results)
     assert os.listdir(tmp_path) == []
 
 
-def test_works_off_the_main_thread():
-    # math-verify's own timeouts use signals, which raise off the main thread.
-    out = []
-    t = threading.Thread(target=lambda: out.append(grade("\\boxed{42}", "42")))
-    t.start()
-    t.join(30)
-    assert out == [1.0]
+# --- hostile or huge model output ---------------------------------------------------------
+
+PAYLOADS = [
+    "\\boxed{__import__('os').system('touch PWNED')}",
+    "\\boxed{eval(\"open('PWNED','w')\")}",
+    "```python\nopen('PWNED','w').write('x')\n```\n\\boxed{exec('import os; os.system(\"touch PWNED\")')}",
+    "$(touch PWNED) `touch PWNED` \\boxed{$(touch PWNED)}",
+    "the answer is __import__('subprocess').run(['touch','PWNED'])",
+    "\\boxed{\\input{/etc/passwd}} \\write18{touch PWNED}",
+]
+
+HOSTILE = [
+    ("x" * 1_000_000 + " so \\boxed{5}", 1.0),  # 1 MB: only the tail is parsed
+    ("\\boxed{5}" + " lorem ipsum" * 100_000, 0.0),  # the box far before a 1 MB tail
+    ("\\boxed{" + "\\frac{1}{" * 300 + "2" + "}" * 300 + "}", 0.0),  # deeply nested LaTeX
+    ("\\boxed{" + "(" * 2000 + "1" + ")" * 2000 + "}", 0.0),  # deep parentheses
+    ("\\boxed{" + "9" * 5000 + "}", 0.0),  # an enormous number
+    (TOWER, 0.0),  # a power tower sympy must not evaluate
+    ("\\boxed{123456789^{123456789}}", 0.0),  # a power with a billion digits
+    ("the answer is 9**9**9**9", 0.0),
+    ("\\boxed{100000!}", 0.0),
+]
 
 
-@pytest.mark.parametrize(
-    "completion, expected",
-    [
-        ("x" * 1_000_000 + " so \\boxed{5}", 1.0),  # 1 MB: only the tail is parsed
-        ("\\boxed{" + "\\frac{1}{" * 300 + "2" + "}" * 300 + "}", 0.0),  # deeply nested LaTeX
-        ("\\boxed{" + "9" * 5000 + "}", 0.0),  # an enormous number
-        ("\\boxed{10^{10^{10^{10}}}}", 0.0),  # a tower sympy must not evaluate
-    ],
-)
-def test_hostile_completions_get_a_reward_and_return(completion, expected):
-    # math-verify's own 5 s limits bound each comparison on the main thread.
-    assert grade(completion, "5") == expected
+@pytest.fixture
+def scratch_cwd(tmp_path, monkeypatch):
+    """A fresh cwd, with grading processes started in it (they inherit the cwd)."""
+    monkeypatch.chdir(tmp_path)
+    grading.shutdown_workers()
+    yield tmp_path
+    grading.shutdown_workers()
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("where", ["main", "thread", "isolated"])
+def test_payloads_execute_nothing(where, scratch_cwd):
+    def run():
+        return [judge(p, "0", time_limit=LIMIT, isolate=True if where == "isolated" else None) for p in PAYLOADS]
+
+    if where == "thread":
+        box = []
+        t = threading.Thread(target=lambda: box.append(run()))
+        t.start()
+        t.join(600)
+        outcomes = box[0]
+    else:
+        outcomes = run()
+    assert "correct" not in outcomes
+    assert not (scratch_cwd / "PWNED").exists()
+
+
+@pytest.mark.parametrize("where", ["main", "thread"])
+def test_hostile_completions_get_a_reward_in_bounded_time(where, scratch_cwd):
+    stats = GradeStats()
+    got = []
+
+    def run():
+        for completion, _ in HOSTILE:
+            t0 = time.monotonic()
+            got.append((grade(completion, "5", stats, time_limit=LIMIT), time.monotonic() - t0))
+
+    if where == "thread":
+        t = threading.Thread(target=run)
+        t.start()
+        t.join(len(HOSTILE) * (LIMIT + SLACK) + grading.WORKER_START_SECONDS)
+        assert not t.is_alive()
+    else:
+        run()
+    assert [r for r, _ in got] == [expected for _, expected in HOSTILE]
+    assert all(seconds < LIMIT + SLACK for _, seconds in got)
+    counts = stats.as_dict()
+    assert counts["graded"] == len(HOSTILE) and counts["timeout"] >= 2  # at least the towers
+
+
+# --- the counters reach the evaluation outputs --------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def random_model_dir(tmp_path_factory):
+    import torch
+
+    from nudgerl.organism.base_model import BaseModelConfig, new_model
+    from nudgerl.organism.tokenizer import build_tokenizer
+
+    torch.manual_seed(0)
+    d = tmp_path_factory.mktemp("random-model")
+    tok = build_tokenizer()
+    model = new_model(tok, BaseModelConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2))
+    model.generation_config.pad_token_id = tok.pad_token_id
+    model.generation_config.eos_token_id = tok.eos_token_id
+    model.save_pretrained(d)
+    tok.save_pretrained(d)
+    return str(d)
+
+
+def test_evaluation_summaries_count_outcomes_and_time_outs(random_model_dir, tmp_path, monkeypatch):
+    from nudgerl.evaluation import evaluate_model
+    from nudgerl.organism import task
+    from nudgerl.sampling import SamplingParams
+
+    benchmarks = {"bench": [p.to_record() for p in task.training_problems(0, 3, 0.5, prefix="eval")]}
+    params = SamplingParams(n=4, max_new_tokens=24, seed=0)
+
+    def grader_counts(out):
+        evaluate_model(random_model_dir, benchmarks, params, [1], out, progress=False)
+        counts = json.loads((out / "bench.summary.json").read_text())["grader"]
+        rewards = [json.loads(line)["reward"] for line in (out / "bench.samples.jsonl").read_text().splitlines()]
+        return counts, rewards
+
+    counts, rewards = grader_counts(tmp_path / "normal")
+    assert counts["graded"] == 12 == sum(counts[o] for o in OUTCOMES)
+    assert counts["timeout"] == 0 and counts["correct"] == sum(rewards)
+    # A limit no item can meet: every sample is a counted time-out with reward 0.
+    monkeypatch.setattr(grading, "TIME_LIMIT_SECONDS", 1e-6)
+    counts, rewards = grader_counts(tmp_path / "starved")
+    assert counts["graded"] == 12 and counts["timeout"] == 12
+    assert rewards == [0.0] * 12
