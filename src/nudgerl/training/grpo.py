@@ -97,6 +97,12 @@ def trl_config(cfg: GRPORunConfig, output_dir: str):
     return GRPOConfig(**kwargs)
 
 
+def _gpu_count() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
 def _has_gpu() -> bool:
     import torch
 
@@ -133,6 +139,8 @@ def _metrics_callback(path: Path, cfg: GRPORunConfig, resume_tokens: float):
                 "wall_step_time": now - self.t_last,
                 "loss": logs.get("loss"),
                 "learning_rate": logs.get("learning_rate"),
+                # TRL's num_input_tokens_seen: prompt + completion tokens trained on so far
+                "num_tokens": logs.get("num_tokens"),
             }
             row.update({k: v for k, v in logs.items() if k.startswith("nudge/")})
             self.t_last = now
@@ -221,6 +229,7 @@ def run_training(trainer_cls, model_dir, train_records, cfg, run_dir: Path, **ex
         "resumed_from_step": resume_step,
         "train_seconds": time.perf_counter() - t0,
         "global_step": trainer.state.global_step,
+        "gpus": _gpu_count(),
         "config": asdict(cfg),
     }
 
