@@ -80,6 +80,7 @@ def preflight(config: dict) -> list[str]:
             problems.append(f"config key 'ranking.keep' ({ranking.get('keep', 2)}) must be >= nudgerl.M ({M})")
         if M * K < 2:
             problems.append(f"config keys 'nudgerl.M' x 'nudgerl.K' = {M * K}: a group needs at least 2 rollouts")
+    problems += _preflight_figures(config)
     from .organism import task
 
     specs = {k: (v["size"], v["hard_fraction"]) for k, v in config["organism"]["benchmarks"].items()}
@@ -87,6 +88,26 @@ def preflight(config: dict) -> list[str]:
         task.evaluation_sets(config["organism"].get("seed", 0), specs)
     except ValueError as e:
         problems.append(f"config key 'organism.benchmarks': {e}")
+    return problems
+
+
+def _preflight_figures(config: dict) -> list[str]:
+    """eval.curve and the eps_high sweep: shapes that would fail only in the curve/sweep jobs."""
+    problems = []
+    grpo = config["grpo"]
+    curve = config["eval"].get("curve")
+    if curve:
+        every, ckpt = curve.get("every", 10), grpo.get("checkpoint_every", 20)
+        if every % ckpt:
+            problems.append(f"config key 'eval.curve.every' ({every}) must be a multiple of 'grpo.checkpoint_every' "
+                            f"({ckpt}): the curve evaluates the checkpoints training saves")
+        known = set(config.get("organism", {}).get("benchmarks", {}))
+        unknown = [b for b in curve.get("benchmarks", ["aime24", "aime25"]) if known and b not in known]
+        if unknown:
+            problems.append(f"config key 'eval.curve.benchmarks': {unknown} not in organism.benchmarks {sorted(known)}")
+    if grpo.get("epsilon_high_sweep") and not config.get("nudgerl"):
+        problems.append("config key 'grpo.epsilon_high_sweep': the eps_high figure needs a nudgerl section "
+                        "(NudgeRL is its reference line)")
     return problems
 
 

@@ -7,7 +7,7 @@ rule evaluate:
         summary=f"{RESULTS}/eval/{{method}}/seed{{seed}}/summary.json",
         problems=expand(f"{RESULTS}/eval/{{{{method}}}}/seed{{{{seed}}}}/{{bench}}.problems.jsonl", bench=BENCHMARKS),
     params:
-        cfg=section("eval"),
+        cfg=section("eval", exclude=EVAL_EXCLUDE),
         out_dir=lambda w, output: os.path.dirname(output.summary),
     threads: THREADS
     resources:

@@ -7,7 +7,7 @@ rule train_grpo:
         model=directory(f"{RESULTS}/runs/grpo{{n}}/seed{{seed}}/model"),
         metrics=f"{RESULTS}/runs/grpo{{n}}/seed{{seed}}/metrics.jsonl",
     params:
-        cfg=section("grpo"),
+        cfg=section("grpo", exclude=GRPO_RUN_EXCLUDE),
         run_dir=lambda w, output: os.path.dirname(output.metrics),
     threads: THREADS
     resources:
@@ -36,7 +36,7 @@ rule train_nudgerl:
     wildcard_constraints:
         method=r"nudgerl\d+(_[a-z0-9.]+)?",
     params:
-        cfg=section("grpo"),
+        cfg=section("grpo", exclude=GRPO_RUN_EXCLUDE),
         nudge=lambda w: json.dumps(NUDGE_RUNS[w.method]["nudge"], sort_keys=True),
         run_dir=lambda w, output: os.path.dirname(output.metrics),
     threads: THREADS
@@ -64,7 +64,7 @@ rule train_pope:
         model=directory(f"{RESULTS}/runs/pope{{n}}/seed{{seed}}/model"),
         metrics=f"{RESULTS}/runs/pope{{n}}/seed{{seed}}/metrics.jsonl",
     params:
-        cfg=section("grpo"),
+        cfg=section("grpo", exclude=GRPO_RUN_EXCLUDE),
         pope=lambda w: json.dumps({k: v for k, v in config.get("pope", {}).items()
                                    if k not in ("num_generations", "oracle_stage")}, sort_keys=True),
         run_dir=lambda w, output: os.path.dirname(output.metrics),
@@ -81,3 +81,29 @@ rule train_pope:
         "nudgerl train-pope --model {input.model} --train {input.train} --oracles {input.oracles} "
         "--num-generations {wildcards.n} --seed {wildcards.seed} --params {params.cfg:q} --pope {params.pope:q} "
         "--threads {threads} --out-dir {params.run_dir} > {log} 2>&1"
+
+
+rule train_grpo_eps:
+    """GRPO eps_high sweep (paper Fig. 5): GRPO-N with a different clip-higher bound."""
+    input:
+        model=rules.base_model.output[0],
+        train=rules.organism_data.output.train,
+    output:
+        model=directory(f"{RESULTS}/runs/grpo{{n}}_eps{{eps}}/seed{{seed}}/model"),
+        metrics=f"{RESULTS}/runs/grpo{{n}}_eps{{eps}}/seed{{seed}}/metrics.jsonl",
+    params:
+        cfg=lambda w: section("grpo", exclude=GRPO_RUN_EXCLUDE, epsilon_high=float(w.eps)),
+        run_dir=lambda w, output: os.path.dirname(output.metrics),
+    threads: THREADS
+    resources:
+        mem_mb=3000,
+    conda:
+        "../envs/nudgerl.yaml"
+    log:
+        f"{RESULTS}/logs/train_grpo/grpo{{n}}_eps{{eps}}_seed{{seed}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/train_grpo/grpo{{n}}_eps{{eps}}_seed{{seed}}.tsv"
+    shell:
+        "nudgerl train-grpo --model {input.model} --train {input.train} --num-generations {wildcards.n} "
+        "--seed {wildcards.seed} --params {params.cfg:q} --threads {threads} --out-dir {params.run_dir} "
+        "> {log} 2>&1"
