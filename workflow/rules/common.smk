@@ -150,3 +150,15 @@ def result_outputs():
 
 def final_outputs():
     return [*result_outputs(), f"{RESULTS}/tables/compute.csv", f"{RESULTS}/audit/audit.txt"]
+
+
+def figure_report_outputs(name, caption, category):
+    """A figure rule's outputs: the PNG (in the report, with its caption), PDF and plotted series."""
+    return {
+        "png": report(f"{RESULTS}/figures/{name}.png", caption=f"../report/{caption}.rst", category=category),
+        "pdf": f"{RESULTS}/figures/{name}.pdf",
+        "json": f"{RESULTS}/figures/{name}.json",
+    }
+
+
+N_BOOT = config.get("report", {}).get("bootstrap_samples", 2000)

@@ -2,16 +2,6 @@
 # Each figure rule writes <name>.png (in the report), .pdf and .json (the plotted series).
 
 
-def _figure_outputs(name, caption, category):
-    return {
-        "png": report(f"{RESULTS}/figures/{name}.png", caption=f"../report/{caption}.rst", category=category),
-        "pdf": f"{RESULTS}/figures/{name}.pdf",
-        "json": f"{RESULTS}/figures/{name}.json",
-    }
-
-
-N_BOOT = config.get("report", {}).get("bootstrap_samples", 2000)
-
 
 rule curve_eval:
     """Training curves: evaluate a run's checkpoints every eval.curve.every steps (step 0 = base)."""
@@ -44,7 +34,7 @@ rule training_curves:
     input:
         expand(f"{RESULTS}/curves/{{method}}/seed{{seed}}/curve.jsonl", method=CURVE_METHODS, seed=SEEDS),
     output:
-        **_figure_outputs("training_curves", "training_curves", "Main results"),
+        **figure_report_outputs("training_curves", "training_curves", "Main results"),
     params:
         benchmarks=CURVE_BENCHMARKS,
         n_boot=N_BOOT,
@@ -66,12 +56,13 @@ rule eps_high_scaling:
         expand(f"{RESULTS}/eval/{{method}}/seed{{seed}}/summary.json",
                method=[*(m for _, m in EPS_SWEEP), NUDGE_MAIN], seed=SEEDS),
     output:
-        **_figure_outputs("eps_high_scaling", "eps_high_scaling", "Ablations"),
+        **figure_report_outputs("eps_high_scaling", "eps_high_scaling", "Ablations"),
     params:
         methods=[m for _, m in EPS_SWEEP],
         eps=[e for e, _ in EPS_SWEEP],
         reference=NUDGE_MAIN,
         reference_eps=EPS_MAIN,
+        eval_root=lambda w, input: os.path.dirname(os.path.dirname(os.path.dirname(input[0]))),
         benchmarks=BENCHMARKS,
         seeds=SEEDS,
         n_boot=N_BOOT,
@@ -83,7 +74,7 @@ rule eps_high_scaling:
     benchmark:
         f"{RESULTS}/benchmarks/eps_high_scaling.tsv"
     shell:
-        "nudgerl plot-eps-high --eval-root {RESULTS}/eval --sweep-methods {params.methods} --eps-values {params.eps} "
+        "nudgerl plot-eps-high --eval-root {params.eval_root} --sweep-methods {params.methods} --eps-values {params.eps} "
         "--reference {params.reference} --reference-eps {params.reference_eps} --benchmarks {params.benchmarks} "
         "--seeds {params.seeds} --bootstrap-samples {params.n_boot} --out-prefix {params.prefix} > {log} 2>&1"
 
@@ -96,7 +87,7 @@ rule strategy_diversity:
         pools=POOLS,
     output:
         data=f"{RESULTS}/diagnostics/strategy_diversity.json",
-        **_figure_outputs("strategy_diversity", "strategy_diversity", "Diagnostics"),
+        **figure_report_outputs("strategy_diversity", "strategy_diversity", "Diagnostics"),
     params:
         cfg=json.dumps({**{k: v for k, v in config["eval"].items() if k in ("temperature", "top_p", "max_new_tokens",
                                                                             "batch_size")},
@@ -127,7 +118,7 @@ rule case_study:
         benchmarks=benchmark_files(),
     output:
         data=f"{RESULTS}/diagnostics/case_study.json",
-        **_figure_outputs("case_study", "case_study", "Diagnostics"),
+        **figure_report_outputs("case_study", "case_study", "Diagnostics"),
     params:
         cfg=json.dumps({**{k: v for k, v in config["eval"].items() if k in ("temperature", "top_p", "max_new_tokens",
                                                                             "batch_size")},
@@ -158,9 +149,11 @@ rule compute_matched:
                        method=[m for m in EVALUATED if m != "base"], seed=SEEDS),
         curves=expand(f"{RESULTS}/curves/{{method}}/seed{{seed}}/curve.jsonl", method=CURVE_METHODS, seed=SEEDS),
     output:
-        **_figure_outputs("compute_matched", "compute_matched", "Main results"),
+        **figure_report_outputs("compute_matched", "compute_matched", "Main results"),
     params:
         methods=EVALUATED,
+        eval_root=lambda w, input: os.path.dirname(os.path.dirname(os.path.dirname(input[0]))),
+        runs_root=lambda w, input: os.path.dirname(os.path.dirname(os.path.dirname(input.metrics[0]))),
         benchmarks=BENCHMARKS,
         curve_benchmarks=CURVE_BENCHMARKS,
         seeds=SEEDS,
@@ -173,7 +166,7 @@ rule compute_matched:
     benchmark:
         f"{RESULTS}/benchmarks/compute_matched.tsv"
     shell:
-        "nudgerl plot-compute-matched --eval-root {RESULTS}/eval --runs-root {RESULTS}/runs --methods {params.methods} "
+        "nudgerl plot-compute-matched --eval-root {params.eval_root} --runs-root {params.runs_root} --methods {params.methods} "
         "--benchmarks {params.benchmarks} --seeds {params.seeds} --curves {input.curves} "
         "--curve-benchmarks {params.curve_benchmarks} --bootstrap-samples {params.n_boot} "
         "--out-prefix {params.prefix} > {log} 2>&1"
@@ -191,8 +184,10 @@ rule compute_table:
         f"{RESULTS}/logs/compute_table.log",
     benchmark:
         f"{RESULTS}/benchmarks/compute_table.tsv"
+    params:
+        results=lambda w, output: os.path.dirname(os.path.dirname(output[0])),
     shell:
-        "nudgerl compute-table --results {RESULTS} --out {output} > {log} 2>&1"
+        "nudgerl compute-table --results {params.results} --out {output} > {log} 2>&1"
 
 
 rule audit:
@@ -210,5 +205,7 @@ rule audit:
         f"{RESULTS}/logs/audit.log",
     benchmark:
         f"{RESULTS}/benchmarks/audit.tsv"
+    params:
+        results=lambda w, output: os.path.dirname(os.path.dirname(output[0])),
     shell:
-        "nudgerl audit --results {RESULTS} --out {output} > {log} 2>&1"
+        "nudgerl audit --results {params.results} --out {output} > {log} 2>&1"
