@@ -165,7 +165,7 @@ def test_audit_passes_then_names_a_hand_edited_record(smoke_run):
     record = smoke_run / "results" / "eval" / "nudgerl4" / "seed0" / "apex.problems.jsonl"
     before, stat = record.read_text(), record.stat()
     rows = [json.loads(line) for line in before.splitlines()]
-    rows[0]["c"] = rows[0]["n"] - rows[0]["c"]  # a hand edit that changes a result
+    rows[0]["c"] = 0 if rows[0]["c"] else rows[0]["n"]  # a hand edit that changes a result
     record.write_text("".join(json.dumps(r) + "\n" for r in rows))
     try:
         proc = subprocess.run(["nudgerl", "audit"], cwd=smoke_run, capture_output=True, text=True)

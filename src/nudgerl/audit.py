@@ -28,7 +28,7 @@ from pathlib import Path
 
 from .io import is_sidecar, sha256_file
 
-ROOT_FOLDERS = ("tables", "figures")
+ROOT_FOLDERS = ("tables", "figures", "diagnostics")
 
 
 @dataclass
