@@ -103,27 +103,6 @@ def test_nudgerl_runs_pools_and_ablation_tables(smoke_run):
     assert all(r["nudge/frac_hinted"] == 0.0 for r in rows)
 
 
-def test_pool_stage_restores_from_dvc_cache(smoke_run):
-    pools = smoke_run / "results" / "pools" / "pools_organism.jsonl"
-    before = pools.read_text()
-    pools.unlink()
-    proc = snakemake(smoke_run, "results/pools/pools_organism.jsonl", "--cores", "1", "--configfile", "config/smoke.yaml")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert pools.read_text() == before
-    log = (smoke_run / "results" / "logs" / "strategy_pools.log").read_text()
-    # DVC restored the outputs from its cache: the stage command (the backend) did not run.
-    assert "is cached - skipping run" in log, log
-    assert "Running stage" not in log
-
-
-def test_pope_run_used_oracle_prefixes(smoke_run):
-    res = smoke_run / "results"
-    oracles = [json.loads(line) for line in (res / "oracles" / "oracles_organism.jsonl").read_text().splitlines()]
-    assert len(oracles) == 64 and all(o["solution"].startswith("strategy : difference table") for o in oracles)
-    report = json.loads((res / "runs" / "pope2" / "seed0" / "train_report.json").read_text())
-    assert 20 < report["guided_problems"] < 44  # about half of the 64 problems
-
-
 def test_five_figures_with_their_series(smoke_run):
     fig = smoke_run / "results" / "figures"
     for name in ("training_curves", "eps_high_scaling", "strategy_diversity", "case_study", "compute_matched"):
@@ -174,3 +153,24 @@ def test_audit_passes_then_names_a_hand_edited_record(smoke_run):
     finally:
         record.write_text(before)
         os.utime(record, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+def test_pool_stage_restores_from_dvc_cache(smoke_run):
+    pools = smoke_run / "results" / "pools" / "pools_organism.jsonl"
+    before = pools.read_text()
+    pools.unlink()
+    proc = snakemake(smoke_run, "results/pools/pools_organism.jsonl", "--cores", "1", "--configfile", "config/smoke.yaml")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert pools.read_text() == before
+    log = (smoke_run / "results" / "logs" / "strategy_pools.log").read_text()
+    # DVC restored the outputs from its cache: the stage command (the backend) did not run.
+    assert "is cached - skipping run" in log, log
+    assert "Running stage" not in log
+
+
+def test_pope_run_used_oracle_prefixes(smoke_run):
+    res = smoke_run / "results"
+    oracles = [json.loads(line) for line in (res / "oracles" / "oracles_organism.jsonl").read_text().splitlines()]
+    assert len(oracles) == 64 and all(o["solution"].startswith("strategy : difference table") for o in oracles)
+    report = json.loads((res / "runs" / "pope2" / "seed0" / "train_report.json").read_text())
+    assert 20 < report["guided_problems"] < 44  # about half of the 64 problems
