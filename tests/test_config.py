@@ -83,6 +83,11 @@ def test_curve_interval_must_match_saved_checkpoints(default_config):
 
 def test_eps_sweep_keys_are_validated(default_config):
     cfg = copy.deepcopy(default_config)
+    cfg["grpo"]["epsilon_high_sweep"] = [0.2, 0.4]
+    # on-policy training (one pass per batch): the ratio is 1, eps_high would change nothing
+    assert "'grpo.epsilon_high_sweep' needs 'grpo.num_iterations' >= 2" in _error(cfg)
+    cfg["grpo"]["num_iterations"] = 2
+    validate_config(cfg)
     cfg["grpo"]["epsilon_high_sweep"] = [0.2, -0.1]
     assert "grpo.epsilon_high_sweep.1" in _error(cfg)
     cfg["grpo"]["epsilon_high_sweep"] = [0.2]

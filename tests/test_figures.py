@@ -145,6 +145,13 @@ def test_curve_steps_and_missing_checkpoint(tmp_path):
     points = checkpoint_models(run, "base", 10)
     assert [(s, t) for s, _, t in points] == [(0, 0.0), (10, 100.0), (20, 200.0)]
     assert points[-1][1].endswith("model")
+    # num_iterations = 2: metrics only at generation steps, final model at the trainer's last step
+    (run / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "cumulative_rollout_tokens": 10.0 * s}) + "\n"
+                                               for s in (1, 3, 5)))
+    (run / "train_report.json").write_text(json.dumps({"global_step": 6}))
+    (run / "checkpoints" / "checkpoint-4").mkdir()
+    (run / "checkpoints" / "checkpoint-4" / "model.safetensors").write_text("x")
+    assert [(s, t) for s, _, t in checkpoint_models(run, "base", 2 * 2)] == [(0, 0.0), (4, 30.0), (6, 50.0)]
 
 
 def test_case_problem_pick():

@@ -37,7 +37,8 @@ def test_table1_has_base_and_every_grpo_row(smoke_run):
 def test_training_metrics_and_checkpoints(smoke_run):
     run = smoke_run / "results" / "runs" / "grpo4" / "seed0"
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in rows] == [1, 2, 3]
+    # smoke trains with num_iterations: 2 (for the eps_high sweep): a generation every 2nd step
+    assert [r["step"] for r in rows] == [1, 3]
     for key in ("reward_mean", "frac_zero_variance_groups", "completion_length_mean", "rollout_tokens", "step_time"):
         assert all(r[key] is not None for r in rows), key
     # 2 prompts x N=4 rollouts per step

@@ -88,5 +88,8 @@ def write_compute_csv(results: Path, out: Path) -> list[dict]:
     rows = compute_table(results)
     if not rows:
         raise ValueError(f"{results}/benchmarks has no benchmark TSVs")
-    atomic_write_text(out, pd.DataFrame(rows, columns=COLUMNS).to_csv(index=False))
+    df = pd.DataFrame(rows, columns=COLUMNS)
+    for col in ("seed", "steps", "gpus"):
+        df[col] = df[col].astype("Int64")
+    atomic_write_text(out, df.to_csv(index=False))
     return rows

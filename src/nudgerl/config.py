@@ -105,6 +105,10 @@ def _preflight_figures(config: dict) -> list[str]:
         unknown = [b for b in curve.get("benchmarks", ["aime24", "aime25"]) if known and b not in known]
         if unknown:
             problems.append(f"config key 'eval.curve.benchmarks': {unknown} not in organism.benchmarks {sorted(known)}")
+    if grpo.get("epsilon_high_sweep") and grpo.get("num_iterations", 1) == 1:
+        problems.append("config key 'grpo.epsilon_high_sweep' needs 'grpo.num_iterations' >= 2: with one optimizer "
+                        "pass per generation batch the importance ratio is 1, eps_high never clips, and every "
+                        "sweep run would train the same model as grpo{N}")
     if grpo.get("epsilon_high_sweep") and not config.get("nudgerl"):
         problems.append("config key 'grpo.epsilon_high_sweep': the eps_high figure needs a nudgerl section "
                         "(NudgeRL is its reference line)")

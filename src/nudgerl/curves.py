@@ -27,16 +27,22 @@ def checkpoint_models(run_dir: Path, base_model: str, every: int) -> list[tuple[
     metrics = read_jsonl(run_dir / "metrics.jsonl")
     if not metrics:
         raise ValueError(f"{run_dir}/metrics.jsonl has no rows")
-    tokens = {r["step"]: r["cumulative_rollout_tokens"] for r in metrics}
-    final = max(tokens)
+    report = run_dir / "train_report.json"
+    # with num_iterations > 1 metrics rows exist only at generation steps; the final model
+    # sits at the trainer's last optimizer step
+    final = json.loads(report.read_text())["global_step"] if report.exists() else max(r["step"] for r in metrics)
+
+    def tokens_at(step):  # rollout tokens generated up to this optimizer step
+        return max((r["cumulative_rollout_tokens"] for r in metrics if r["step"] <= step), default=0.0)
+
     points = []
     for step in curve_steps(final, every):
         if step == 0:
             model, tok = base_model, 0.0
         elif step == final:
-            model, tok = str(run_dir / "model"), tokens[step]
+            model, tok = str(run_dir / "model"), tokens_at(step)
         else:
-            model, tok = str(run_dir / "checkpoints" / f"checkpoint-{step}"), tokens.get(step)
+            model, tok = str(run_dir / "checkpoints" / f"checkpoint-{step}"), tokens_at(step)
             if not Path(model, "model.safetensors").exists() and not Path(model, "adapter_config.json").exists():
                 raise FileNotFoundError(
                     f"{model}: no checkpoint for step {step}; eval.curve.every ({every}) must be a multiple of "

@@ -35,6 +35,9 @@ class GRPORunConfig:
     beta: float = 0.0
     epsilon: float = 0.2
     epsilon_high: float = 0.2
+    # TRL's mu: optimizer passes over each generation batch. With 1 every update is on-policy
+    # (importance ratio == 1), so epsilon/epsilon_high never clip anything.
+    num_iterations: int = 1
     loss_type: str = "grpo"
     scale_rewards: str = "group"
     checkpoint_every: int = 20
@@ -74,6 +77,7 @@ def trl_config(cfg: GRPORunConfig, output_dir: str):
         beta=cfg.beta,
         epsilon=cfg.epsilon,
         epsilon_high=cfg.epsilon_high,
+        num_iterations=cfg.num_iterations,
         loss_type=cfg.loss_type,
         scale_rewards=cfg.scale_rewards,
         logging_steps=1,
