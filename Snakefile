@@ -24,6 +24,7 @@ include: "workflow/rules/pools.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/eval.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/figures.smk"
 
 
 rule all:

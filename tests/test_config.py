@@ -124,3 +124,25 @@ def test_snakemake_dry_run_stops_on_a_preflight_error(workdir):
     out = proc.stdout + proc.stderr
     assert "grpo.prompts_per_step" in out and "lower prompts_per_step" in out
     assert not (workdir / "results").exists()
+
+
+def test_curve_interval_must_match_saved_checkpoints(default_config):
+    cfg = copy.deepcopy(default_config)
+    cfg["eval"]["curve"]["every"] = 15  # checkpoints are saved every 10 steps
+    assert "'eval.curve.every' (15) must be a multiple of 'grpo.checkpoint_every' (10)" in _error(cfg)
+    cfg["eval"]["curve"] = {"every": 20, "benchmarks": ["aime24", "gsm8k"]}
+    assert "'eval.curve.benchmarks': ['gsm8k'] not in organism.benchmarks" in _error(cfg)
+
+
+def test_eps_sweep_keys_are_validated(default_config):
+    cfg = copy.deepcopy(default_config)
+    cfg["grpo"]["epsilon_high_sweep"] = [0.2, 0.4]
+    # on-policy training (one pass per batch): the ratio is 1, eps_high would change nothing
+    assert "'grpo.epsilon_high_sweep' needs off-policy updates" in _error(cfg)
+    cfg["grpo"]["num_iterations"] = 2
+    validate_config(cfg)
+    cfg["grpo"]["epsilon_high_sweep"] = [0.2, -0.1]
+    assert "grpo.epsilon_high_sweep.1" in _error(cfg)
+    cfg["grpo"]["epsilon_high_sweep"] = [0.2]
+    cfg["grpo"]["epsilon_high_sweep_groupsize"] = 8
+    assert "epsilon_high_sweep_groupsize" in _error(cfg)

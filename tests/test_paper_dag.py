@@ -41,21 +41,28 @@ def expected_matrix() -> dict[str, int]:
         + sum(v != nudge["hint_sampler"] for v in abl["hint_sampling"]) \
         + sum(v != nudge["lambda_distill"] for v in abl["lambda_distill"])
     grpo_runs = len(cfg["grpo"]["group_sizes"])  # N in {8, 16, 32, 64}
-    # The eps_high sweep (GRPO-8 at each eps_high but the main one) once the DAG has it
-    # (the figures branch: workflow rules reading grpo.epsilon_high_sweep).
-    rules_text = "".join(p.read_text() for p in (REPO / "workflow" / "rules").glob("*.smk"))
-    if "epsilon_high_sweep" in rules_text:
-        grpo_runs += sum(e != cfg["grpo"]["epsilon_high"] for e in cfg["grpo"]["epsilon_high_sweep"])
+    # the eps_high sweep: GRPO-8 at each eps_high except the main one (that is GRPO-8 itself)
+    eps_runs = sum(e != cfg["grpo"]["epsilon_high"] for e in cfg["grpo"]["epsilon_high_sweep"])
+    # training curves: checkpoints of GRPO at N <= 32 and NudgeRL-8 (Fig. 3)
+    curve_runs = sum(n <= 32 for n in cfg["grpo"]["group_sizes"]) + 1
     pope_runs = 1
     per_model = {
         "train_grpo": grpo_runs * seeds,
+        "train_grpo_eps": eps_runs * seeds,
         "train_pope": pope_runs * seeds,
         "train_nudgerl": nudgerl_runs * seeds,
-        "evaluate": (1 + grpo_runs + pope_runs + nudgerl_runs) * seeds,  # Base + every trained run
+        "evaluate": (1 + grpo_runs + eps_runs + pope_runs + nudgerl_runs) * seeds,  # Base + every trained run
+        "curve_eval": curve_runs * seeds,
         "rank_hints": 1,  # top-ranked hint sampling: pools ranked by each base policy
         "table1": 1,
-        "training_curves": 1,
         "ablation_table": 3,  # p_drop, hint sampling, lambda_distill
+        # figures that need no organism trace parser, the compute table and the audit
+        "training_curves": 1,
+        "eps_high_scaling": 1,
+        "compute_matched": 1,
+        "training_reward": 1,
+        "compute_table": 1,
+        "audit": 1,
     }
     shared = {"prepare_train": 1, "prepare_benchmark": len(cfg["data"]["benchmarks"]), "strategy_pools": 1,
               "oracle_solutions": 1, "all": 1}
@@ -66,17 +73,17 @@ def test_job_counts_are_the_papers_matrix(paper_dry_run):
     _, out = paper_dry_run
     counts = job_counts(out)
     expected = expected_matrix()
-    # 2 models x (4 GRPO + POPE + NudgeRL + 7 ablation runs), 5 benchmarks
-    assert expected["train_nudgerl"] == 16 and expected["prepare_benchmark"] == 5
+    # 2 models x (4 GRPO + 5 eps_high + POPE + NudgeRL + 7 ablation runs), 5 benchmarks
+    assert expected["train_nudgerl"] == 16 and expected["train_grpo_eps"] == 10 and expected["prepare_benchmark"] == 5
     assert {k: counts.get(k, 0) for k in expected} == expected
-    for organism_rule in ("organism_data", "base_model", "diagnose_base"):
+    for organism_rule in ("organism_data", "base_model", "diagnose_base", "strategy_diversity", "case_study"):
         assert organism_rule not in counts
 
 
 def test_gpu_resources_and_commands(paper_dry_run):
     _, out = paper_dry_run
     jobs = out.split("\nrule ")[1:]
-    gpu_jobs = [j for j in jobs if j.startswith(("train_grpo:", "train_nudgerl:", "train_pope:", "evaluate:"))]
+    gpu_jobs = [j for j in jobs if j.startswith(("train_grpo:", "train_grpo_eps:", "train_nudgerl:", "train_pope:", "evaluate:", "curve_eval:"))]
     assert gpu_jobs
     for job in gpu_jobs:
         assert "gpu=1" in job and "gpu_model=h100" in job and "cpus_per_gpu=8" in job, job[:400]

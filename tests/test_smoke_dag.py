@@ -37,7 +37,8 @@ def test_table1_has_base_and_every_grpo_row(smoke_run):
 def test_training_metrics_and_checkpoints(smoke_run):
     run = smoke_run / "results" / "runs" / "grpo4" / "seed0"
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in rows] == [1, 2, 3]
+    # smoke trains with num_iterations: 2 (for the eps_high sweep): a generation every 2nd step
+    assert [r["step"] for r in rows] == [1, 3]
     for key in ("reward_mean", "frac_zero_variance_groups", "completion_length_mean", "rollout_tokens", "step_time"):
         assert all(r[key] is not None for r in rows), key
     # 2 prompts x N=4 rollouts per step
@@ -78,6 +79,9 @@ def test_report_builds(smoke_run):
     assert proc.returncode == 0, proc.stderr[-3000:]
     html = (smoke_run / "report.html").read_text(errors="replace")
     assert "table1.csv" in html and "training_curves.png" in html
+    for name in ("eps_high_scaling.png", "strategy_diversity.png", "case_study.png", "compute_matched.png",
+                 "compute.csv", "audit.txt", "Ablations", "Diagnostics", "Compute"):
+        assert name in html, name
 
 
 def test_nudgerl_runs_pools_and_ablation_tables(smoke_run):
@@ -98,6 +102,58 @@ def test_nudgerl_runs_pools_and_ablation_tables(smoke_run):
     rows = [json.loads(line) for line in
             (res / "runs" / "nudgerl4_pdrop1" / "seed0" / "metrics.jsonl").read_text().splitlines()]
     assert all(r["nudge/frac_hinted"] == 0.0 for r in rows)
+
+
+def test_five_figures_with_their_series(smoke_run):
+    fig = smoke_run / "results" / "figures"
+    for name in ("training_curves", "eps_high_scaling", "strategy_diversity", "case_study", "compute_matched"):
+        assert (fig / f"{name}.png").read_bytes()[:4] == b"\x89PNG", name
+        assert (fig / f"{name}.pdf").read_bytes()[:4] == b"%PDF", name
+        assert (fig / f"{name}.png.provenance.json").exists(), name
+    curves = json.loads((fig / "training_curves.json").read_text())
+    # eval.curve.every = 2 with max_steps = 3: base model, checkpoint-2, final model
+    assert {s["method"]: s["x"] for s in curves["series"]} == {m: [0, 2, 3] for m in ("grpo2", "grpo4", "nudgerl4")}
+    eps = json.loads((fig / "eps_high_scaling.json").read_text())
+    assert eps["series"][0]["methods"] == ["grpo2", "grpo2_eps0.3"] and eps["reference"]["method"] == "nudgerl4"
+    div = json.loads((fig / "strategy_diversity.json").read_text())
+    assert [s["label"] for s in div["series"]] == ["naive sampling", "nudged (pool hints)"]
+    assert all(sum(s["y"]) == 4 for s in div["series"])  # 4 problems
+    case = json.loads((fig / "case_study.json").read_text())
+    assert [s["method"] for s in case["series"]] == ["grpo2", "nudgerl4"]
+    assert all(sum(s["y"]) == 4 for s in case["series"])  # 4 samples each
+    matched = json.loads((fig / "compute_matched.json").read_text())
+    assert {"base", "grpo2", "grpo4", "pope2", "nudgerl4", "grpo2_eps0.3"} <= {s["method"] for s in matched["series"]}
+    df = pd.read_csv(smoke_run / "results" / "tables" / "table1.csv")
+    assert df[df.method == "grpo4"]["p_vs_ref"].notna().sum() == 5 and df[df.method == "grpo2"]["p_vs_ref"].isna().all()
+
+
+def test_compute_table(smoke_run):
+    df = pd.read_csv(smoke_run / "results" / "tables" / "compute.csv")
+    train = df[df.rule.str.startswith("train_")]
+    assert set(train.method) >= {"grpo2", "grpo4", "grpo2_eps0.3", "nudgerl4", "pope2"}
+    assert (train.rollout_tokens > 0).all() and (train.trained_tokens > train.rollout_tokens).all()
+    assert (df.wall_s > 0).all() and (df.max_rss_mb > 0).all()
+    assert {"curve_eval", "evaluate", "base_model", "strategy_diversity", "case_study"} <= set(df.rule)
+
+
+def test_audit_passes_then_names_a_hand_edited_record(smoke_run):
+    import os
+
+    assert "nudgerl audit: OK" in (smoke_run / "results" / "audit" / "audit.txt").read_text()
+    proc = subprocess.run(["nudgerl", "audit"], cwd=smoke_run, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    record = smoke_run / "results" / "eval" / "nudgerl4" / "seed0" / "apex.problems.jsonl"
+    before, stat = record.read_text(), record.stat()
+    rows = [json.loads(line) for line in before.splitlines()]
+    rows[0]["c"] = 0 if rows[0]["c"] else rows[0]["n"]  # a hand edit that changes a result
+    record.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    try:
+        proc = subprocess.run(["nudgerl", "audit"], cwd=smoke_run, capture_output=True, text=True)
+        assert proc.returncode == 1
+        assert "[modified] results/eval/nudgerl4/seed0/apex.problems.jsonl" in proc.stdout, proc.stdout
+    finally:
+        record.write_text(before)
+        os.utime(record, ns=(stat.st_atime_ns, stat.st_mtime_ns))
 
 
 def test_pool_stage_restores_from_dvc_cache(smoke_run):

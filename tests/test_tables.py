@@ -41,3 +41,50 @@ def test_mismatched_problem_ids_across_seeds_is_an_error(tmp_path):
     _write(tmp_path, "base", 1, "aime24", [0, 1, 2])
     with pytest.raises(ValueError, match="problem ids differ"):
         write_table(tmp_path, ["base"], ["aime24"], [0, 1], tmp_path / "table1", "Table 1", n_boot=100)
+
+
+def test_paired_test_marks_a_real_difference_and_not_noise(tmp_path):
+    import numpy as np
+
+    from nudgerl.algorithms import paired_permutation_test
+
+    rng = np.random.default_rng(1)
+    # 40 problems: method a solves 30 more, b none of them; the rest identical
+    base = rng.integers(0, 5, size=40)
+    better = base.copy()
+    better[:30] = 4
+    _write(tmp_path, "grpo8", 0, "aime24", [int(x) for x in base])
+    _write(tmp_path, "nudgerl8", 0, "aime24", [int(x) for x in better])
+    _write(tmp_path, "same", 0, "aime24", [int(x) for x in base])
+    paths = write_table(tmp_path, ["grpo8", "nudgerl8", "same"], ["aime24"], [0], tmp_path / "t1", "Table 1",
+                        n_boot=300, reference="grpo8")
+    df = pd.read_csv(paths[0]).set_index(["method", "benchmark"])
+    assert df.loc[("nudgerl8", "aime24"), "p_vs_ref"] < 0.01
+    assert df.loc[("nudgerl8", "aime24"), "delta_vs_ref"] > 0
+    assert df.loc[("same", "aime24"), "p_vs_ref"] == pytest.approx(1.0)
+    assert pd.isna(df.loc[("grpo8", "aime24"), "p_vs_ref"])
+    md = paths[1].read_text()
+    nudge_line = next(line for line in md.splitlines() if line.startswith("| NudgeRL"))
+    same_line = next(line for line in md.splitlines() if line.startswith("| same"))
+    assert "†" in nudge_line and "†" not in same_line
+    assert "1 seed(s), 4 samples per problem" in md and "paired sign-flip" in md
+    assert r"$^\dagger$" in paths[2].read_text()
+
+
+def test_paired_test_p_value_matches_exact_enumeration():
+    import itertools
+
+    import numpy as np
+
+    from nudgerl.algorithms import paired_permutation_test
+
+    a, b = np.array([1.0, 0.5, 0.75, 0.0, 1.0]), np.array([0.5, 0.5, 0.25, 0.25, 0.5])
+    d = a - b
+    flips = [np.mean(np.array(s) * d) for s in itertools.product([-1, 1], repeat=len(d))]
+    exact = np.mean(np.abs(flips) >= abs(d.mean()) - 1e-12)
+    res = paired_permutation_test(a, b, n_perm=20000, seed=3)
+    assert res["delta"] == pytest.approx(d.mean())
+    assert res["p_value"] == pytest.approx(exact, abs=0.01)
+    assert res["ci_low"] <= res["delta"] <= res["ci_high"]
+    with pytest.raises(ValueError, match="same problems"):
+        paired_permutation_test(a, b[:3])

@@ -134,3 +134,41 @@ def distillation_loss(advantages, seq_logps):
     and torch tensors alike.
     """
     return (-advantages * seq_logps).mean()
+
+
+# ---------------------------------------------------------------- paired comparison
+
+
+def paired_permutation_test(
+    a: np.ndarray, b: np.ndarray, n_perm: int = 10000, n_boot: int = 2000, alpha: float = 0.05, seed: int = 0
+) -> dict:
+    """Paired test of two methods on the same problems: is mean(a) - mean(b) != 0?
+
+    ``a`` and ``b`` are per-problem pass rates c/n, shape (problems,) or (problems, seeds),
+    rows aligned on the same problem ids. Seeds are averaged first, so the unit of pairing
+    (and of resampling) is the problem. The null hypothesis (exchangeable method labels
+    within each problem) is tested by flipping the sign of each problem's difference
+    d_i = a_i - b_i at random; the two-sided p-value is
+
+        p = (1 + #{|mean(s * d)| >= |mean(d)|}) / (1 + n_perm),   s_i in {-1, +1}
+
+    (Phipson & Smyth 2010: never 0). The interval is the percentile bootstrap of mean(d)
+    over problems. Returns delta, ci_low, ci_high, p_value, problems.
+    """
+    a = np.asarray(a, dtype=float).reshape(len(a), -1).mean(axis=1)
+    b = np.asarray(b, dtype=float).reshape(len(b), -1).mean(axis=1)
+    if a.shape != b.shape:
+        raise ValueError(f"paired test needs the same problems: {a.shape[0]} vs {b.shape[0]}")
+    if a.size == 0:
+        raise ValueError("paired test needs at least one problem")
+    d = a - b
+    rng = np.random.default_rng(seed)
+    observed = d.mean()
+    signs = rng.choice([-1.0, 1.0], size=(n_perm, d.size))
+    null = np.abs((signs * d).mean(axis=1))
+    # a small tolerance: float sums of the same values in another order must count as ties
+    p = (1 + np.count_nonzero(null >= abs(observed) - 1e-12)) / (1 + n_perm)
+    boot = d[rng.integers(0, d.size, size=(n_boot, d.size))].mean(axis=1)
+    lo, hi = np.quantile(boot, [alpha / 2, 1 - alpha / 2])
+    return {"delta": float(observed), "ci_low": float(lo), "ci_high": float(hi), "p_value": float(p),
+            "problems": int(d.size)}

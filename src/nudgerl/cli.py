@@ -83,7 +83,8 @@ def cmd_make_data(args) -> None:
     specs = {k: (v["size"], v["hard_fraction"]) for k, v in org["benchmarks"].items()}
     for name, problems in task.evaluation_sets(seed, specs).items():
         write_jsonl(out / "eval" / f"{name}.jsonl", [p.to_record() for p in problems])
-    write_provenance(out / "train.jsonl", org, {"organism": seed})
+    write_provenance(out / "train.jsonl", org, {"organism": seed},
+                     outputs=[out / "eval" / f"{name}.jsonl" for name in specs])
     print(f"wrote {len(train)} training problems and {len(specs)} benchmarks to {out}")
 
 
@@ -118,9 +119,15 @@ def cmd_diagnose(args) -> None:
     print(json.dumps(report["summary"], indent=2))
 
 
+def _run_outputs(run_dir: Path) -> list[Path]:
+    """What a training job writes besides the model: metrics, report and checkpoints (the
+    training-curve stage evaluates the checkpoints, so the audit covers them)."""
+    return [p for p in (run_dir / "metrics.jsonl", run_dir / "train_report.json", run_dir / "checkpoints") if p.exists()]
+
+
 def cmd_train_grpo(args) -> None:
     _threads(args.threads)
-    from .io import atomic_write_text, read_problems
+    from .io import atomic_write_text, read_problems, write_provenance
     from .training.grpo import GRPORunConfig, train_grpo
 
     params = dict(args.params, num_generations=args.num_generations, seed=args.seed)
@@ -133,6 +140,8 @@ def cmd_train_grpo(args) -> None:
                         provenance=({**params, "model": args.model, "revision": args.revision, "prompt": args.prompt},
                                     {"train": args.seed}, [args.train]))
     atomic_write_text(out / "train_report.json", json.dumps(report, indent=2, default=str))
+    write_provenance(out / "model", {**params, "model": args.model, "revision": args.revision, "prompt": args.prompt},
+                     {"train": args.seed}, [args.model, args.train], outputs=_run_outputs(out))
 
 
 def cmd_evaluate(args) -> None:
@@ -162,7 +171,9 @@ def cmd_evaluate(args) -> None:
                                backend=p.get("backend", "transformers"), revision=args.revision,
                                backend_kwargs=backend_kwargs)
     atomic_write_text(out / "summary.json", json.dumps(summaries, indent=2))
-    write_provenance(out / "summary.json", p, {"sampling": args.seed}, [args.model, *args.benchmarks])
+    write_provenance(out / "summary.json", p, {"sampling": args.seed}, [args.model, *args.benchmarks],
+                     outputs=[out / f"{b}.{kind}" for b in benchmarks
+                              for kind in ("samples.jsonl", "problems.jsonl", "summary.json")])
     clear_partials(out)  # every output is in place: the resume cache is no longer needed
     print(json.dumps({k: v["pass@1"] for k, v in summaries.items()}, indent=2))
 
@@ -203,7 +214,7 @@ def cmd_make_oracles(args) -> None:
 def cmd_train_pope(args) -> None:
     _threads(args.threads)
     from .helper_outputs import read_oracles
-    from .io import atomic_write_text, read_problems
+    from .io import atomic_write_text, read_problems, write_provenance
     from .training.grpo import GRPORunConfig
     from .training.pope import POPEConfig, train_pope
 
@@ -219,6 +230,9 @@ def cmd_train_pope(args) -> None:
                         provenance=({**params, "pope": args.pope, "model": args.model, "revision": args.revision,
                                      "prompt": args.prompt}, {"train": args.seed}, [args.train, args.oracles]))
     atomic_write_text(out / "train_report.json", json.dumps(report, indent=2, default=str))
+    write_provenance(out / "model", {**params, "pope": args.pope, "model": args.model, "revision": args.revision,
+                                     "prompt": args.prompt}, {"train": args.seed},
+                     [args.model, args.train, args.oracles], outputs=_run_outputs(out))
 
 
 def cmd_rank_hints(args) -> None:
@@ -236,7 +250,7 @@ def cmd_rank_hints(args) -> None:
 def cmd_train_nudgerl(args) -> None:
     _threads(args.threads)
     from .helper_outputs import read_pools
-    from .io import atomic_write_text, read_problems
+    from .io import atomic_write_text, read_problems, write_provenance
     from .training.grpo import GRPORunConfig
     from .training.nudgerl import NudgeRLConfig, train_nudgerl
 
@@ -257,24 +271,245 @@ def cmd_train_nudgerl(args) -> None:
                            provenance=({**params, "nudge": args.nudge, "model": args.model, "revision": args.revision,
                                         "prompt": args.prompt}, {"train": args.seed}, [args.train, args.pools]))
     atomic_write_text(out / "train_report.json", json.dumps(report, indent=2, default=str))
+    write_provenance(out / "model", {**params, "nudge": args.nudge, "model": args.model, "revision": args.revision,
+                                     "prompt": args.prompt}, {"train": args.seed},
+                     [args.model, args.train, args.pools], outputs=_run_outputs(out))
 
 
 def cmd_table(args) -> None:
     from .io import write_provenance
     from .tables import write_table
 
+    reference = args.reference if args.reference and args.reference != "none" else None
     paths = write_table(args.eval_root, args.methods, args.benchmarks, args.seeds, args.out_prefix,
-                        title=args.title, n_boot=args.bootstrap_samples, labels=args.labels)
+                        title=args.title, n_boot=args.bootstrap_samples, labels=args.labels, reference=reference)
+    records = [Path(args.eval_root) / m / f"seed{s}" / f"{b}.problems.jsonl"
+               for m in dict.fromkeys([*args.methods, *([reference] if reference else [])])
+               for s in args.seeds for b in args.benchmarks]
     for path in paths:
-        write_provenance(path, {"methods": args.methods, "benchmarks": args.benchmarks}, {"runs": args.seeds},
-                         [str(p) for m in args.methods for p in (Path(args.eval_root) / m).rglob("*.problems.jsonl")])
+        write_provenance(path, {"methods": args.methods, "benchmarks": args.benchmarks, "reference": reference},
+                         {"runs": args.seeds}, records)
 
 
 def cmd_diagnostics_md(args) -> None:
     from .diagnostics import to_markdown
-    from .io import atomic_write_text
+    from .io import atomic_write_text, write_provenance
 
     atomic_write_text(args.out, to_markdown(json.loads(Path(args.input).read_text())))
+    write_provenance(args.out, {}, {}, [args.input])
+
+
+# ---------------------------------------------------------------- figures, compute accounting, audit (issue 6)
+
+
+def _sampling_from(p: dict, n: int, seed: int):
+    from .sampling import SamplingParams
+
+    return SamplingParams(n=n, temperature=p.get("temperature", 1.0), top_p=p.get("top_p", 1.0),
+                          max_new_tokens=p.get("max_new_tokens", 64), batch_size=p.get("batch_size", 256), seed=seed)
+
+
+def _save_figure(fig, data, out_prefix, config, inputs) -> None:
+    from .figures import save_figure
+    from .io import write_provenance
+
+    paths = save_figure(fig, data, out_prefix)
+    write_provenance(paths[0], config, {}, inputs, outputs=paths[1:])
+
+
+def cmd_curve_eval(args) -> None:
+    _threads(args.threads)
+    from .curves import checkpoint_models, evaluate_checkpoints
+    from .io import read_problems, write_provenance
+    from .organism.task import parse_strategy
+
+    curve = args.params.get("curve", {})
+    every = curve.get("every", 10)
+    benchmarks = {Path(b).stem: read_problems(b) for b in args.benchmarks}
+    sampling = _sampling_from(args.params, curve.get("samples", 4), args.seed)
+    template = _template(args)
+    if template is not None:
+        sampling.stop = tuple(template.stop)
+    organism = template is None or template.style == "organism"
+    evaluate_checkpoints(Path(args.run_dir), args.base_model, benchmarks, every, sampling, Path(args.out),
+                         parse_strategy=parse_strategy if organism else None, template=template,
+                         revision=args.revision, backend=args.params.get("backend", "transformers"))
+    models = [m for _, m, _ in checkpoint_models(Path(args.run_dir), args.base_model, every)]
+    write_provenance(args.out, args.params, {"sampling": args.seed},
+                     [*models, f"{args.run_dir}/metrics.jsonl", *args.benchmarks])
+
+
+def cmd_plot_training_curves(args) -> None:
+    from .figures import load_curves, training_curves
+
+    fig, data = training_curves(load_curves(args.curves), args.benchmarks, n_boot=args.bootstrap_samples)
+    _save_figure(fig, data, args.out_prefix, {"benchmarks": args.benchmarks}, args.curves)
+
+
+def cmd_plot_eps_high(args) -> None:
+    from .figures import eps_high_scaling
+
+    if len(args.sweep_methods) != len(args.eps_values):
+        raise ValueError("--sweep-methods and --eps-values need one value each per run")
+    sweep = list(zip(args.eps_values, args.sweep_methods))
+    fig, data = eps_high_scaling(Path(args.eval_root), sweep, args.reference, args.reference_eps, args.benchmarks,
+                                 args.seeds, n_boot=args.bootstrap_samples)
+    inputs = [Path(args.eval_root) / m / f"seed{s}" / f"{b}.problems.jsonl"
+              for m in [*args.sweep_methods, args.reference] for s in args.seeds for b in args.benchmarks]
+    _save_figure(fig, data, args.out_prefix, {"sweep": sweep, "reference": args.reference}, inputs)
+
+
+def cmd_strategy_diversity(args) -> None:
+    _threads(args.threads)
+    from .figures import strategy_diversity
+    from .io import atomic_write_text, read_jsonl, read_problems, write_provenance
+    from .strategies import get_labeler
+    from .strategies import strategy_diversity as measure
+
+    p = args.params
+    problems = read_problems(args.train)[: p.get("problems", 40)]
+    pools = {r["id"]: r["hints"] for r in read_jsonl(args.pools)}
+    report = measure(args.model, problems, pools, args.nudge.get("M", 2), args.nudge.get("K", 4), p,
+                     get_labeler(p.get("labeler", "organism")), seed=p.get("seed", 0))
+    atomic_write_text(args.out_json, json.dumps(report, indent=2))
+    write_provenance(args.out_json, {**p, "nudge": args.nudge}, {"sampling": p.get("seed", 0)},
+                     [args.model, args.train, args.pools])
+    fig, data = strategy_diversity(report, n_boot=args.bootstrap_samples)
+    _save_figure(fig, data, args.out_prefix, p, [args.out_json])
+
+
+def cmd_case_study(args) -> None:
+    _threads(args.threads)
+    from .figures import case_study
+    from .io import atomic_write_text, read_jsonl, read_problems, write_provenance
+    from .strategies import case_study as sample_case
+    from .strategies import get_labeler, pick_case_problem
+
+    p = args.params
+    problems = {q["id"]: q for b in args.benchmarks for q in read_problems(b)}
+    pid = p.get("problem")
+    rates = {}
+    records = []
+    for m, root in zip(args.methods, args.eval_dirs):
+        rates[m] = {}
+        for b in args.benchmarks:
+            path = Path(root) / f"{Path(b).stem}.problems.jsonl"
+            records.append(path)
+            rates[m].update({r["id"]: r["c"] / r["n"] for r in read_jsonl(path)})
+    if pid is None:
+        pid = pick_case_problem(rates, {k for k, q in problems.items() if q.get("hard")}, args.methods)
+    elif pid not in problems:
+        raise KeyError(f"report.case_study.problem {pid!r} is in none of the benchmarks")
+    report = sample_case(dict(zip(args.methods, args.models)), problems[pid], p.get("samples", 32), p,
+                         get_labeler(p.get("labeler", "organism")), seed=p.get("seed", 0))
+    report["selected"] = "configured" if p.get("problem") else \
+        f"hard problem with the largest evaluation pass@1 gain of {args.methods[1]} over {args.methods[0]}"
+    atomic_write_text(args.out_json, json.dumps(report, indent=2))
+    write_provenance(args.out_json, p, {"sampling": p.get("seed", 0)}, [*args.models, *args.benchmarks, *records])
+    fig, data = case_study(report)
+    _save_figure(fig, data, args.out_prefix, p, [args.out_json])
+
+
+def cmd_plot_compute_matched(args) -> None:
+    from .figures import compute_matched, load_curves
+
+    curves = load_curves(args.curves) if args.curves else None
+    fig, data = compute_matched(Path(args.eval_root), Path(args.runs_root), args.methods, args.benchmarks, args.seeds,
+                                curves=curves, curve_benchmarks=args.curve_benchmarks, n_boot=args.bootstrap_samples)
+    inputs = [Path(args.eval_root) / m / f"seed{s}" / f"{b}.problems.jsonl"
+              for m in args.methods for s in args.seeds for b in args.benchmarks]
+    inputs += [Path(args.runs_root) / m / f"seed{s}" / "metrics.jsonl" for m in args.methods if m != "base"
+               for s in args.seeds]
+    _save_figure(fig, data, args.out_prefix, {"methods": args.methods}, [*inputs, *(args.curves or [])])
+
+
+def cmd_compute_table(args) -> None:
+    from .compute import write_compute_csv
+    from .io import write_provenance
+
+    rows = write_compute_csv(Path(args.results), Path(args.out))
+    write_provenance(args.out, {}, {}, [r["benchmark_file"] for r in rows])
+    print(f"{len(rows)} jobs; wall {sum(r['wall_s'] or 0 for r in rows):.0f} s in total")
+
+
+def cmd_audit(args) -> None:
+    from .audit import audit
+    from .io import atomic_write_text
+
+    report = audit(args.results, cwd=args.cwd, check_dvc=not args.no_dvc)
+    text = report.text()
+    print(text, end="")
+    if args.out:
+        atomic_write_text(args.out, text)
+    if not report.ok:
+        raise SystemExit(1)
+
+
+def _add_issue6_commands(add) -> None:
+    p = add("curve-eval", cmd_curve_eval, "evaluate a run's intermediate checkpoints (training curves)")
+    p.add_argument("--run-dir", required=True)
+    p.add_argument("--base-model", required=True, help="the step-0 policy")
+    p.add_argument("--benchmarks", nargs="+", required=True)
+    p.add_argument("--params", type=_json_arg, required=True, help="the eval config section as JSON (with curve)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--out", required=True)
+
+    def figure(name, fn, help_):
+        p = add(name, fn, help_)
+        p.add_argument("--bootstrap-samples", type=int, default=1000)
+        p.add_argument("--out-prefix", required=True, help="writes <prefix>.png, .pdf and .json (plotted series)")
+        return p
+
+    p = figure("plot-training-curves", cmd_plot_training_curves, "pass@1 against training step (paper Fig. 3)")
+    p.add_argument("--curves", nargs="+", required=True)
+    p.add_argument("--benchmarks", nargs="+", required=True)
+
+    p = figure("plot-eps-high", cmd_plot_eps_high, "GRPO pass@1 against eps_high (paper Fig. 5)")
+    p.add_argument("--eval-root", required=True)
+    p.add_argument("--sweep-methods", nargs="+", required=True)
+    p.add_argument("--eps-values", nargs="+", type=float, required=True)
+    p.add_argument("--reference", required=True)
+    p.add_argument("--reference-eps", type=float, required=True)
+    p.add_argument("--benchmarks", nargs="+", required=True)
+    p.add_argument("--seeds", nargs="+", type=int, required=True)
+
+    p = figure("strategy-diversity", cmd_strategy_diversity, "distinct strategies, naive vs nudged (paper Fig. 1c)")
+    p.add_argument("--model", required=True)
+    p.add_argument("--train", required=True)
+    p.add_argument("--pools", required=True)
+    p.add_argument("--params", type=_json_arg, required=True)
+    p.add_argument("--nudge", type=_json_arg, required=True)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--out-json", required=True)
+
+    p = figure("case-study", cmd_case_study, "one problem, two trained policies' strategies (paper Fig. 4)")
+    p.add_argument("--methods", nargs=2, required=True)
+    p.add_argument("--models", nargs=2, required=True)
+    p.add_argument("--eval-dirs", nargs=2, required=True)
+    p.add_argument("--benchmarks", nargs="+", required=True)
+    p.add_argument("--params", type=_json_arg, required=True)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--out-json", required=True)
+
+    p = figure("plot-compute-matched", cmd_plot_compute_matched, "pass@1 against rollout tokens, every method")
+    p.add_argument("--eval-root", required=True)
+    p.add_argument("--runs-root", required=True)
+    p.add_argument("--methods", nargs="+", required=True)
+    p.add_argument("--benchmarks", nargs="+", required=True)
+    p.add_argument("--seeds", nargs="+", type=int, required=True)
+    p.add_argument("--curves", nargs="*")
+    p.add_argument("--curve-benchmarks", nargs="*")
+
+    p = add("compute-table", cmd_compute_table, "compute accounting of every job (results/tables/compute.csv)")
+    p.add_argument("--results", default="results")
+    p.add_argument("--out", required=True)
+
+    p = add("audit", cmd_audit, "check every table/figure back to its records, checkpoints, data, pools")
+    p.add_argument("--results", default="results")
+    p.add_argument("--cwd", default=".", help="workflow root (paths in sidecars are relative to it)")
+    p.add_argument("--no-dvc", action="store_true", help="skip `dvc status`")
+    p.add_argument("--out", help="also write the report here")
 
 
 # ---------------------------------------------------------------- real data (paper scale)
@@ -391,6 +626,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--title", required=True)
     p.add_argument("--bootstrap-samples", type=int, default=2000)
     p.add_argument("--out-prefix", required=True)
+    p.add_argument("--reference", help="paired test of every other method against this one (e.g. grpo8)")
 
     p = add("diagnostics-md", cmd_diagnostics_md, "base-model diagnosis as a markdown summary")
     p.add_argument("--input", required=True)
@@ -401,8 +637,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True)
 
     _add_real_data_parsers(add)
-    for name in ("train-grpo", "train-pope", "train-nudgerl", "evaluate", "rank-hints"):
+    for name in ("train-grpo", "train-pope", "train-nudgerl", "evaluate", "rank-hints", "curve-eval"):
         _add_model_arguments(sub.choices[name])
+    _add_issue6_commands(add)
     return ap
 
 

@@ -94,6 +94,7 @@ def preflight(config: dict) -> list[str]:
             problems.append(f"config key 'ranking.keep' ({ranking.get('keep', 2)}) must be >= nudgerl.M ({M})")
         if M * K < 2:
             problems.append(f"config keys 'nudgerl.M' x 'nudgerl.K' = {M * K}: a group needs at least 2 rollouts")
+    problems += _preflight_figures(config)
     from .organism import task
 
     specs = {k: (v["size"], v["hard_fraction"]) for k, v in config["organism"]["benchmarks"].items()}
@@ -165,6 +166,33 @@ def check_local_path(key: str, value: str) -> list[str]:
         return []
     return [f"config key '{key}': local path {value!r} does not exist; fix the path or give a hub id"]
 
+
+def _preflight_figures(config: dict) -> list[str]:
+    """eval.curve and the eps_high sweep: shapes that would fail only in the curve/sweep jobs."""
+    problems = []
+    grpo = config["grpo"]
+    curve = config["eval"].get("curve")
+    if curve:
+        every, ckpt = curve.get("every", 10), grpo.get("checkpoint_every", 20)
+        if every % ckpt:
+            problems.append(f"config key 'eval.curve.every' ({every}) must be a multiple of 'grpo.checkpoint_every' "
+                            f"({ckpt}): the curve evaluates the checkpoints training saves")
+        benchmarks = (config.get("data", {}) if config.get("task", "organism") == "math" else config.get("organism", {}))
+        known = set(benchmarks.get("benchmarks", {}))
+        unknown = [b for b in curve.get("benchmarks", ["aime24", "aime25"]) if known and b not in known]
+        if unknown:
+            problems.append(f"config key 'eval.curve.benchmarks': {unknown} not in organism.benchmarks {sorted(known)}")
+    off_policy = grpo.get("num_iterations", 1) >= 2 or (
+        grpo.get("per_device_train_batch_size") is not None and grpo.get("optimizer_steps_per_generation", 1) >= 2)
+    if grpo.get("epsilon_high_sweep") and not off_policy:
+        problems.append("config key 'grpo.epsilon_high_sweep' needs off-policy updates: 'grpo.num_iterations' >= 2, "
+                        "or 'grpo.per_device_train_batch_size' with 'grpo.optimizer_steps_per_generation' >= 2 (the "
+                        "authors' setting). With one optimizer step per generation batch the importance ratio is 1, "
+                        "eps_high never clips, and every sweep run would train the same model as grpo{N}")
+    if grpo.get("epsilon_high_sweep") and not config.get("nudgerl"):
+        problems.append("config key 'grpo.epsilon_high_sweep': the eps_high figure needs a nudgerl section "
+                        "(NudgeRL is its reference line)")
+    return problems
 
 def load_config(path: str | Path) -> dict:
     with open(path) as f:

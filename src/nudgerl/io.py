@@ -86,15 +86,21 @@ def sha256_file(path: str | Path) -> str:
     return h.hexdigest()
 
 
+def is_sidecar(path: str | Path) -> bool:
+    """A provenance sidecar (never hashed as part of what it describes)."""
+    return Path(path).name.endswith("provenance.json")
+
+
 def hash_inputs(paths) -> dict[str, str]:
-    """sha256 of each input file; a directory hashes every file below it."""
+    """sha256 of each input file; a directory hashes every file below it (sidecars excluded).
+    Keys are normalised paths as given (relative to the working directory in the pipeline)."""
     out = {}
     for p in map(Path, paths):
         if p.is_dir():
-            for f in sorted(x for x in p.rglob("*") if x.is_file()):
-                out[str(f)] = sha256_file(f)
+            for f in sorted(x for x in p.rglob("*") if x.is_file() and not is_sidecar(x)):
+                out[os.path.normpath(f)] = sha256_file(f)
         elif p.exists():
-            out[str(p)] = sha256_file(p)
+            out[os.path.normpath(p)] = sha256_file(p)
     return out
 
 
@@ -114,8 +120,9 @@ def code_version() -> str:
 _PACKAGES = ("torch", "transformers", "trl", "peft", "math-verify", "snakemake", "dvc", "numpy")
 
 
-def provenance(config: dict, seeds: dict, inputs=()) -> dict:
-    """What produced an artifact: config subset, code and package versions, seeds, input hashes."""
+def provenance(config: dict, seeds: dict, inputs=(), outputs=()) -> dict:
+    """What produced an artifact: config subset, code and package versions, seeds, input hashes,
+    and the hashes of the outputs as written (``nudgerl audit`` compares both with the files)."""
     versions = {}
     for name in _PACKAGES:
         try:
@@ -130,13 +137,22 @@ def provenance(config: dict, seeds: dict, inputs=()) -> dict:
         "config": config,
         "seeds": seeds,
         "inputs": hash_inputs(inputs),
+        "outputs": hash_inputs(outputs),
         "command": sys.argv,
     }
 
 
-def write_provenance(artifact: str | Path, config: dict, seeds: dict, inputs=()) -> Path:
-    """Sidecar ``<artifact>.provenance.json`` (inside the folder for a directory artifact)."""
+def sidecar_path(artifact: str | Path) -> Path:
     artifact = Path(artifact)
-    side = artifact / "provenance.json" if artifact.is_dir() else artifact.with_name(artifact.name + ".provenance.json")
-    atomic_write_text(side, json.dumps(provenance(config, seeds, inputs), indent=2, default=str))
+    return artifact / "provenance.json" if artifact.is_dir() else artifact.with_name(artifact.name + ".provenance.json")
+
+
+def write_provenance(artifact: str | Path, config: dict, seeds: dict, inputs=(), outputs=()) -> Path:
+    """Sidecar ``<artifact>.provenance.json`` (inside the folder for a directory artifact).
+
+    The artifact itself (every file of a directory) and any further ``outputs`` written by
+    the same job are hashed into the sidecar's ``outputs``."""
+    side = sidecar_path(artifact)
+    record = provenance(config, seeds, inputs, [artifact, *outputs])
+    atomic_write_text(side, json.dumps(record, indent=2, default=str))
     return side

@@ -1,7 +1,10 @@
 """Table 1 in the paper's layout, from per-problem evaluation records.
 
 Cells are pass@1 in percent: the mean over problems of c/n (and over seeds), with a 95%
-bootstrap interval over problems (and seeds when there are several).
+bootstrap interval over problems (and seeds when there are several). With a reference
+method (GRPO-8 in the pipeline) every other method gets, per benchmark, a paired
+sign-flip permutation test over problems (:func:`nudgerl.algorithms.paired_permutation_test`);
+cells with p < 0.05 are marked with a dagger.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .algorithms import bootstrap_ci, bootstrap_mean_of_means
+from .algorithms import bootstrap_ci, bootstrap_mean_of_means, paired_permutation_test
 from .io import atomic_write_text, read_jsonl
 
 BENCHMARK_LABELS = {
@@ -31,6 +34,8 @@ def method_label(method: str) -> str:
         return "Base"
     if m := re.fullmatch(r"grpo(\d+)", method):
         return f"GRPO (N={m.group(1)})"
+    if m := re.fullmatch(r"grpo(\d+)_eps([0-9.]+)", method):
+        return f"GRPO (N={m.group(1)}, eps_high={m.group(2)})"
     if m := re.fullmatch(r"(nudgerl|pope)(\d+)(?:_(.+))?", method):
         name = {"nudgerl": "NudgeRL", "pope": "POPE"}[m.group(1)]
         variant = m.group(3)
@@ -43,8 +48,9 @@ def method_label(method: str) -> str:
     return method
 
 
-def per_problem_matrix(eval_root: Path, method: str, bench: str, seeds: list[int]) -> tuple[np.ndarray, int]:
-    """(problems, seeds) matrix of c/n, and the samples per problem."""
+def per_problem_matrix(eval_root: Path, method: str, bench: str, seeds: list[int],
+                       return_ids: bool = False):
+    """(problems, seeds) matrix of c/n (rows sorted by problem id), and the samples per problem."""
     cols, ids, n = [], None, None
     for s in seeds:
         path = Path(eval_root) / method / f"seed{s}" / f"{bench}.problems.jsonl"
@@ -55,41 +61,70 @@ def per_problem_matrix(eval_root: Path, method: str, bench: str, seeds: list[int
         ids = these
         cols.append([r["c"] / r["n"] for r in rows])
         n = rows[0]["n"] if rows else 0
+    if return_ids:
+        return np.array(cols).T, n, ids
     return np.array(cols).T, n
 
 
-def build_table(eval_root, methods, benchmarks, seeds, n_boot=2000) -> tuple[pd.DataFrame, int]:
+def build_table(eval_root, methods, benchmarks, seeds, n_boot=2000, reference=None) -> tuple[pd.DataFrame, int]:
+    """One row per (method, benchmark) and (method, avg); with ``reference``, paired-test columns
+    ``delta_vs_ref``, ``delta_ci_low``, ``delta_ci_high`` and ``p_vs_ref`` (empty for the reference
+    itself and for Avg)."""
     records, samples = [], 0
+    ref = {}
+    if reference:
+        for b in benchmarks:
+            mat, _, ids = per_problem_matrix(eval_root, reference, b, seeds, return_ids=True)
+            ref[b] = (mat, ids)
     for m in methods:
         mats = []
         for b in benchmarks:
-            mat, samples = per_problem_matrix(eval_root, m, b, seeds)
+            mat, samples, ids = per_problem_matrix(eval_root, m, b, seeds, return_ids=True)
             mats.append(mat)
             mean, lo, hi = bootstrap_ci(mat, n_boot=n_boot)
-            records.append({"method": m, "benchmark": b, "pass@1": mean, "ci_low": lo, "ci_high": hi,
-                            "problems": mat.shape[0], "seeds": mat.shape[1]})
+            rec = {"method": m, "benchmark": b, "pass@1": mean, "ci_low": lo, "ci_high": hi,
+                   "problems": mat.shape[0], "seeds": mat.shape[1], "samples": samples}
+            if reference and m != reference:
+                ref_mat, ref_ids = ref[b]
+                if ids != ref_ids:
+                    raise ValueError(f"{eval_root}/{m} and {reference} were evaluated on different {b} problems")
+                test = paired_permutation_test(mat, ref_mat, n_boot=n_boot)
+                rec.update({"reference": reference, "delta_vs_ref": test["delta"], "delta_ci_low": test["ci_low"],
+                            "delta_ci_high": test["ci_high"], "p_vs_ref": test["p_value"]})
+            records.append(rec)
         mean, lo, hi = bootstrap_mean_of_means(mats, n_boot=n_boot)
         records.append({"method": m, "benchmark": "avg", "pass@1": mean, "ci_low": lo, "ci_high": hi,
-                        "problems": sum(x.shape[0] for x in mats), "seeds": len(seeds)})
+                        "problems": sum(x.shape[0] for x in mats), "seeds": len(seeds), "samples": samples})
     return pd.DataFrame.from_records(records), samples
+
+
+SIGNIFICANCE = 0.05
 
 
 def _cell(row, tex=False) -> str:
     pm = (r"\,[{:.1f}, {:.1f}]" if tex else " [{:.1f}, {:.1f}]").format(100 * row.ci_low, 100 * row.ci_high)
-    return f"{100 * row['pass@1']:.1f}{pm}"
+    p = row.get("p_vs_ref")
+    mark = ""
+    if p is not None and not pd.isna(p) and p < SIGNIFICANCE:
+        mark = r"$^\dagger$" if tex else " †"
+    return f"{100 * row['pass@1']:.1f}{pm}{mark}"
 
 
 def _tex(text: str) -> str:
-    return text.replace("_", r"\_").replace("%", r"\%")
+    return text.replace("_", r"\_").replace("%", r"\%").replace("†", r"$^\dagger$")
 
 
-def render(df: pd.DataFrame, methods, benchmarks, seeds, samples, title="Table 1", labels=None) -> tuple[str, str]:
+def render(df: pd.DataFrame, methods, benchmarks, seeds, samples, title="Table 1", labels=None,
+           reference=None) -> tuple[str, str]:
     labels = labels or [method_label(m) for m in methods]
     cols = [BENCHMARK_LABELS.get(b, b) for b in benchmarks] + ["Avg"]
     caption = (
         f"{title}: pass@1 (%) with 95% bootstrap interval over problems"
         f"{' and seeds' if len(seeds) > 1 else ''}; {len(seeds)} seed(s), {samples} samples per problem."
     )
+    if reference:
+        caption += (f" † = differs from {method_label(reference)} on that benchmark (paired sign-flip "
+                    f"permutation test over problems, p < {SIGNIFICANCE:g}; p-values in the CSV).")
     md = [f"**{caption}**", "", "| Method | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
     tex = [
         r"\begin{table}[t]", r"\centering", rf"\caption{{{_tex(caption)}}}",
@@ -106,11 +141,13 @@ def render(df: pd.DataFrame, methods, benchmarks, seeds, samples, title="Table 1
     return "\n".join(md) + "\n", "\n".join(tex) + "\n"
 
 
-def write_table(eval_root, methods, benchmarks, seeds, out_prefix, title, n_boot=2000, labels=None) -> list[Path]:
-    """A results table (Table 1 or an ablation): one row per method, benchmark columns and Avg."""
-    df, samples = build_table(eval_root, methods, benchmarks, seeds, n_boot=n_boot)
+def write_table(eval_root, methods, benchmarks, seeds, out_prefix, title, n_boot=2000, labels=None,
+                reference=None) -> list[Path]:
+    """A results table (Table 1 or an ablation): one row per method, benchmark columns and Avg;
+    with ``reference``, a paired test of every other method against it per benchmark."""
+    df, samples = build_table(eval_root, methods, benchmarks, seeds, n_boot=n_boot, reference=reference)
     labels = labels or [method_label(m) for m in methods]
-    md, tex = render(df, methods, benchmarks, seeds, samples, title=title, labels=labels)
+    md, tex = render(df, methods, benchmarks, seeds, samples, title=title, labels=labels, reference=reference)
     df.insert(1, "label", [labels[methods.index(m)] for m in df.method])
     out = Path(out_prefix)
     paths = [out.with_suffix(".csv"), out.with_suffix(".md"), out.with_suffix(".tex")]

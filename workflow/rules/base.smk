@@ -26,7 +26,7 @@ if TASK == "organism":
         output:
             f"{RESULTS}/diagnostics/base_model.json",
         params:
-            cfg=section("eval", seed=0),
+            cfg=section("eval", exclude=EVAL_EXCLUDE, seed=0),
         threads: THREADS
         resources:
             mem_mb=2000,

@@ -68,18 +68,51 @@ ABLATION_TITLES = {
 METHODS = ["base", *GRPO_METHODS, POPE_METHOD, NUDGE_MAIN]
 TRAINED = [*GRPO_METHODS, *NUDGE_RUNS]
 
+# Paired tests in every table compare against GRPO-8 (the smallest N when 8 is not run).
+REFERENCE = "grpo8" if 8 in config["grpo"]["group_sizes"] else GRPO_METHODS[0]
+
+# GRPO eps_high sweep (paper Fig. 5): one run per value at N = epsilon_high_sweep_group_size;
+# the value equal to grpo.epsilon_high is the main grpo{N} run (see COORD conventions).
+EPS_MAIN = float(config["grpo"].get("epsilon_high", 0.2))
+EPS_N = config["grpo"].get("epsilon_high_sweep_group_size", 8)
+EPS_SWEEP = []
+if config["grpo"].get("epsilon_high_sweep"):
+    for eps in sorted(set(map(float, config["grpo"]["epsilon_high_sweep"])) | {EPS_MAIN}):
+        EPS_SWEEP.append((eps, f"grpo{EPS_N}" if eps == EPS_MAIN else f"grpo{EPS_N}_eps{eps:g}"))
+EPS_RUNS = [m for _, m in EPS_SWEEP if "_eps" in m]
+
+# Periodic checkpoint evaluation (training curves, paper Fig. 3): eval.curve.
+CURVE = config["eval"].get("curve")
+CURVE_BENCHMARKS = list(CURVE.get("benchmarks", ["aime24", "aime25"])) if CURVE else []
+CURVE_METHODS = (
+    list(CURVE.get("methods") or [*(m for m in GRPO_METHODS if int(m[4:]) <= 32), NUDGE_MAIN]) if CURVE else []
+)
+# Case study (paper Fig. 4): the GRPO reference against the main NudgeRL run.
+CASE_METHODS = [REFERENCE, NUDGE_MAIN]
+# Every evaluated run, for the compute-matched figure.
+EVALUATED = list(dict.fromkeys([*METHODS, *TRAINED, *(m for _, m in EPS_SWEEP)]))
+
 
 wildcard_constraints:
     model=r"[A-Za-z0-9_.-]+",
     seed=r"\d+",
     n=r"\d+",
-    method=r"base|grpo\d+|pope\d+|nudgerl\d+(_[a-z0-9.]+)?",
+    method=r"base|grpo\d+|grpo\d+_eps[0-9.]+|pope\d+|nudgerl\d+(_[a-z0-9.]+)?",
+    eps=r"[0-9]+(\.[0-9]+)?",
     ablation=r"pdrop|hint_sampling|distill",
 
 
-def section(name, **extra):
-    """A config section as JSON for a rule's `params` (changes re-run the rule)."""
-    return json.dumps({**config.get(name, {}), **extra}, sort_keys=True)
+def section(name, exclude=(), **extra):
+    """A config section as JSON for a rule's `params` (changes re-run the rule). Keys in
+    ``exclude`` belong to other rules (e.g. eval.curve, the eps_high sweep list) and are left
+    out, so changing them does not re-run this one."""
+    cfg = {k: v for k, v in config.get(name, {}).items() if k not in exclude}
+    return json.dumps({**cfg, **extra}, sort_keys=True)
+
+
+# config keys read by other rules than the section's main one
+GRPO_RUN_EXCLUDE = ("epsilon_high_sweep", "epsilon_high_sweep_group_size")
+EVAL_EXCLUDE = ("curve",)
 
 
 def dvc_stage_definition(stage):
@@ -168,13 +201,49 @@ def launcher(wildcards, resources):
     return f"accelerate launch --config_file {cfg} --num_processes {gpus} -m nudgerl.cli"
 
 
-def final_outputs():
-    per_model = [
+def figure_files(name):
+    return expand(f"{RESULTS}/figures/{name}.{{ext}}", ext=["png", "pdf", "json"], allow_missing=True)
+
+
+def figure_names():
+    names = ["compute_matched"]
+    if TASK != "math":
+        # strategies are parsed from organism traces; the real-data labeler is not built yet
+        names += ["strategy_diversity", "case_study"]
+    if CURVE:
+        names.append("training_curves")
+    if EPS_SWEEP:
+        names.append("eps_high_scaling")
+    return names
+
+
+def result_outputs():
+    """Every table, figure and diagnosis (what compute accounting and the audit cover)."""
+    diagnostics = [] if TASK == "math" else [f"{RESULTS}/diagnostics/base_model.json", f"{RESULTS}/diagnostics/base_model.md"]
+    return [
+        *diagnostics,
         *expand(f"{RESULTS}/tables/table1.{{ext}}", ext=["csv", "md", "tex"], allow_missing=True),
-        f"{RESULTS}/figures/training_curves.png",
         *expand(f"{RESULTS}/tables/ablation_{{ablation}}.{{ext}}", ablation=list(ABLATIONS), ext=["csv", "md", "tex"],
                 allow_missing=True),
+        *(f for name in figure_names() for f in figure_files(name)),
+        f"{RESULTS}/figures/training_reward.png",
     ]
+
+
+def final_outputs():
+    per_model = [*result_outputs(), f"{RESULTS}/tables/compute.csv", f"{RESULTS}/audit/audit.txt"]
     if TASK == "math":
         return expand(per_model, model=list(MODELS))
-    return [f"{RESULTS}/diagnostics/base_model.json", f"{RESULTS}/diagnostics/base_model.md", *per_model]
+    return per_model
+
+
+def figure_report_outputs(name, caption, category):
+    """A figure rule's outputs: the PNG (in the report, with its caption), PDF and plotted series."""
+    return {
+        "png": report(f"{RESULTS}/figures/{name}.png", caption=f"../report/{caption}.rst", category=category),
+        "pdf": f"{RESULTS}/figures/{name}.pdf",
+        "json": f"{RESULTS}/figures/{name}.json",
+    }
+
+
+N_BOOT = config.get("report", {}).get("bootstrap_samples", 2000)

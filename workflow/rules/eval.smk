@@ -9,7 +9,7 @@ rule evaluate:
             f"{RESULTS}/eval/{{method}}/seed{{seed}}/{{bench}}.problems.jsonl", bench=BENCHMARKS, allow_missing=True
         ),
     params:
-        cfg=section("eval"),
+        cfg=section("eval", exclude=EVAL_EXCLUDE),
         model=model_arg,
         prompt=lambda w: prompt_arg("eval"),
         out_dir=lambda w, output: os.path.dirname(output.summary),

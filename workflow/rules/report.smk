@@ -2,6 +2,7 @@ rule table1:
     """The paper's Table 1: pass@1 per benchmark and Avg: Base, GRPO at each N, POPE, NudgeRL."""
     input:
         expand(f"{RESULTS}/eval/{{method}}/seed{{seed}}/summary.json", method=METHODS, seed=SEEDS, allow_missing=True),
+        expand(f"{RESULTS}/eval/{{method}}/seed{{seed}}/summary.json", method=REFERENCE, seed=SEEDS, allow_missing=True),
     output:
         csv=report(
             f"{RESULTS}/tables/table1.csv",
@@ -15,6 +16,7 @@ rule table1:
         benchmarks=BENCHMARKS,
         seeds=SEEDS,
         n_boot=config.get("report", {}).get("bootstrap_samples", 2000),
+        reference=REFERENCE,
         prefix=lambda w, output: os.path.splitext(output.csv)[0],
         eval_root=lambda w, input: os.path.dirname(os.path.dirname(os.path.dirname(input[0]))),
     conda:
@@ -26,10 +28,10 @@ rule table1:
     shell:
         "nudgerl table --title 'Table 1' --eval-root {params.eval_root} --methods {params.methods} "
         "--benchmarks {params.benchmarks} --seeds {params.seeds} --bootstrap-samples {params.n_boot} "
-        "--out-prefix {params.prefix} > {log} 2>&1"
+        "--reference {params.reference} --out-prefix {params.prefix} > {log} 2>&1"
 
 
-rule training_curves:
+rule training_reward:
     """Training reward against step and against rollout tokens for every GRPO run."""
     input:
         expand(
@@ -39,21 +41,21 @@ rule training_curves:
             allow_missing=True,
         ),
     output:
-        report(
-            f"{RESULTS}/figures/training_curves.png",
-            caption="../report/training_curves.rst",
-            category="Main results",
+        png=report(
+            f"{RESULTS}/figures/training_reward.png",
+            caption="../report/training_reward.rst",
+            category="Diagnostics",
         ),
     params:
         runs=lambda w, input: [os.path.dirname(p) for p in input],
     conda:
         "../envs/nudgerl.yaml"
     log:
-        f"{RESULTS}/logs/training_curves.log",
+        f"{RESULTS}/logs/training_reward.log",
     benchmark:
-        f"{RESULTS}/benchmarks/training_curves.tsv"
+        f"{RESULTS}/benchmarks/training_reward.tsv"
     shell:
-        "nudgerl plot-curves --runs {params.runs} --out {output} > {log} 2>&1"
+        "nudgerl plot-curves --runs {params.runs} --out {output.png} > {log} 2>&1"
 
 
 rule diagnostics_report:
@@ -81,7 +83,7 @@ rule ablation_table:
     input:
         lambda w: expand(
             f"{RESULTS}/eval/{{method}}/seed{{seed}}/summary.json",
-            method=[m for m, _ in ABLATIONS[w.ablation]],
+            method=[*(m for m, _ in ABLATIONS[w.ablation]), REFERENCE],
             seed=SEEDS,
             allow_missing=True,
             **w,
@@ -101,6 +103,7 @@ rule ablation_table:
         benchmarks=BENCHMARKS,
         seeds=SEEDS,
         n_boot=config.get("report", {}).get("bootstrap_samples", 2000),
+        reference=REFERENCE,
         prefix=lambda w, output: os.path.splitext(output.csv)[0],
         eval_root=lambda w, input: os.path.dirname(os.path.dirname(os.path.dirname(input[0]))),
     conda:
@@ -112,4 +115,5 @@ rule ablation_table:
     shell:
         "nudgerl table --eval-root {params.eval_root} --methods {params.methods} "
         "--labels {params.labels:q} --title {params.title:q} --benchmarks {params.benchmarks} "
-        "--seeds {params.seeds} --bootstrap-samples {params.n_boot} --out-prefix {params.prefix} > {log} 2>&1"
+        "--seeds {params.seeds} --bootstrap-samples {params.n_boot} --reference {params.reference} "
+        "--out-prefix {params.prefix} > {log} 2>&1"

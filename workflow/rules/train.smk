@@ -7,7 +7,7 @@ rule train_grpo:
         model=directory(f"{RESULTS}/runs/grpo{{n}}/seed{{seed}}/model"),
         metrics=f"{RESULTS}/runs/grpo{{n}}/seed{{seed}}/metrics.jsonl",
     params:
-        cfg=section("grpo"),
+        cfg=section("grpo", exclude=GRPO_RUN_EXCLUDE),
         model=base_model_arg,
         prompt=lambda w: prompt_arg("train"),
         launch=launcher,
@@ -39,7 +39,7 @@ rule train_nudgerl:
     wildcard_constraints:
         method=r"nudgerl\d+(_[a-z0-9.]+)?",
     params:
-        cfg=section("grpo"),
+        cfg=section("grpo", exclude=GRPO_RUN_EXCLUDE),
         model=base_model_arg,
         prompt=lambda w: prompt_arg("nudgerl"),
         launch=launcher,
@@ -70,7 +70,7 @@ rule train_pope:
         model=directory(f"{RESULTS}/runs/pope{{n}}/seed{{seed}}/model"),
         metrics=f"{RESULTS}/runs/pope{{n}}/seed{{seed}}/metrics.jsonl",
     params:
-        cfg=section("grpo"),
+        cfg=section("grpo", exclude=GRPO_RUN_EXCLUDE),
         model=base_model_arg,
         prompt=lambda w: prompt_arg("train"),
         launch=launcher,
@@ -90,3 +90,32 @@ rule train_pope:
         "{params.launch} train-pope --model {params.model} {params.prompt} --train {input.train} --oracles {input.oracles} "
         "--num-generations {wildcards.n} --seed {wildcards.seed} --params {params.cfg:q} --pope {params.pope:q} "
         "--threads {threads} --out-dir {params.run_dir} > {log} 2>&1"
+
+
+rule train_grpo_eps:
+    """GRPO eps_high sweep (paper Fig. 5): GRPO-N with a different clip-higher bound."""
+    input:
+        model=base_model_input,
+        train=TRAIN,
+    output:
+        model=directory(f"{RESULTS}/runs/grpo{{n}}_eps{{eps}}/seed{{seed}}/model"),
+        metrics=f"{RESULTS}/runs/grpo{{n}}_eps{{eps}}/seed{{seed}}/metrics.jsonl",
+    params:
+        cfg=lambda w: section("grpo", exclude=GRPO_RUN_EXCLUDE, epsilon_high=float(w.eps)),
+        model=base_model_arg,
+        prompt=lambda w: prompt_arg("train"),
+        launch=launcher,
+        run_dir=lambda w, output: os.path.dirname(output.metrics),
+    threads: THREADS
+    resources:
+        mem_mb=3000,
+    conda:
+        "../envs/nudgerl.yaml"
+    log:
+        f"{RESULTS}/logs/train_grpo/grpo{{n}}_eps{{eps}}_seed{{seed}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/train_grpo/grpo{{n}}_eps{{eps}}_seed{{seed}}.tsv"
+    shell:
+        "{params.launch} train-grpo --model {params.model} {params.prompt} --train {input.train} "
+        "--num-generations {wildcards.n} --seed {wildcards.seed} --params {params.cfg:q} --threads {threads} "
+        "--out-dir {params.run_dir} > {log} 2>&1"

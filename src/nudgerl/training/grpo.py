@@ -35,6 +35,9 @@ class GRPORunConfig:
     beta: float = 0.0
     epsilon: float = 0.2
     epsilon_high: float = 0.2
+    # TRL's mu: optimizer passes over each generation batch. With 1 every update is on-policy
+    # (importance ratio == 1), so epsilon/epsilon_high never clip anything.
+    num_iterations: int = 1
     loss_type: str = "grpo"
     scale_rewards: str = "group"
     checkpoint_every: int = 20
@@ -88,6 +91,7 @@ def trl_config(cfg: GRPORunConfig, output_dir: str):
         beta=cfg.beta,
         epsilon=cfg.epsilon,
         epsilon_high=cfg.epsilon_high,
+        num_iterations=cfg.num_iterations,
         loss_type=cfg.loss_type,
         scale_rewards=cfg.scale_rewards,
         logging_steps=1,
@@ -131,6 +135,12 @@ def batch_kwargs(cfg: GRPORunConfig, world_size: int = 1) -> dict:
                 gradient_accumulation_steps=generation // per_step, generation_batch_size=generation)
 
 
+def _gpu_count() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
 def _has_gpu() -> bool:
     import torch
 
@@ -168,6 +178,8 @@ def _metrics_callback(path: Path, cfg: GRPORunConfig, resume_tokens: float):
                 "wall_step_time": now - self.t_last,
                 "loss": logs.get("loss"),
                 "learning_rate": logs.get("learning_rate"),
+                # TRL's num_input_tokens_seen: prompt + completion tokens trained on so far
+                "num_tokens": logs.get("num_tokens"),
             }
             row.update({k: v for k, v in logs.items() if k.startswith("nudge/")})
             self.t_last = now
@@ -229,11 +241,19 @@ def _truncate_metrics(path: Path, step: int) -> float:
     return kept[-1]["cumulative_rollout_tokens"] if kept else 0.0
 
 
-def _check_continuous(path: Path, max_steps: int) -> None:
-    """The final metrics must hold steps 1..max_steps once each (resume kept no gap or repeat)."""
+def generation_interval(cfg: GRPORunConfig) -> int:
+    """Optimizer steps per generation batch: rollout metrics are logged on those steps only."""
+    steps = cfg.optimizer_steps_per_generation if cfg.per_device_train_batch_size is not None else 1
+    return steps * cfg.num_iterations
+
+
+def _check_continuous(path: Path, max_steps: int, every: int = 1) -> None:
+    """The final metrics must hold each generation step (1, 1 + every, ... <= max_steps) once:
+    a resume left no gap or repeat."""
     steps = [r["step"] for r in _read_metric_rows(path)]
-    if steps != list(range(1, len(steps) + 1)) or len(steps) != max_steps:
-        raise RuntimeError(f"{path}: metric steps are not 1..{max_steps} once each: {steps}")
+    expected = list(range(1, max_steps + 1, every))
+    if steps != expected:
+        raise RuntimeError(f"{path}: metric steps are not {expected[:3]}...{expected[-1:]} once each: {steps}")
 
 
 def build_trainer(trainer_cls, model_dir: str, train_records: list[dict], cfg, run_dir: Path, callbacks=(),
@@ -298,7 +318,7 @@ def run_training(trainer_cls, model_dir, train_records, cfg, run_dir: Path, revi
                             revision=revision, **extra)
     t0 = time.perf_counter()
     trainer.train(resume_from_checkpoint=resume)
-    _check_continuous(metrics_path, trainer.state.global_step)
+    _check_continuous(metrics_path, trainer.state.global_step, generation_interval(cfg))
     # The model folder is written under a temporary name and renamed into place, so a kill
     # during the save never leaves a half-written model/ behind.
     import shutil
@@ -309,16 +329,17 @@ def run_training(trainer_cls, model_dir, train_records, cfg, run_dir: Path, revi
         shutil.rmtree(tmp_dir)
     trainer.save_model(str(tmp_dir))
     trainer.processing_class.save_pretrained(str(tmp_dir))
-    if provenance is not None:
-        write_provenance(tmp_dir, *provenance)
     if final_dir.exists():
         shutil.rmtree(final_dir)
     os.replace(tmp_dir, final_dir)
+    if provenance is not None:  # after the rename, so the hashed paths are the final ones
+        write_provenance(final_dir, *provenance)
     atomic_write_text(run_dir / "metrics.jsonl", metrics_path.read_text())
     return {
         "resumed_from_step": resume_step,
         "train_seconds": time.perf_counter() - t0,
         "global_step": trainer.state.global_step,
+        "gpus": _gpu_count(),
         "config": asdict(cfg),
     }
 

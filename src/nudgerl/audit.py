@@ -1,0 +1,191 @@
+"""Artifact audit: from every table and figure back to its evaluation records, checkpoints,
+data and pools, checking that each file is still the one its provenance sidecar recorded.
+
+Each sidecar (``nudgerl.io.write_provenance``) holds sha256 hashes of the job's inputs (as
+read) and outputs (as written). The audit starts at the sidecars of the tables and figures
+and follows inputs to the sidecars of the jobs that produced them, reporting
+
+- ``modified``: a file differs from the hash its producing job recorded (edited by hand,
+  or overwritten outside the pipeline);
+- ``stale``: an input differs from the hash recorded by a job that read it (the input was
+  regenerated, the consumer was not);
+- ``missing``: a recorded input or output no longer exists;
+- ``dvc``: ``dvc status`` reports a changed DVC stage (strategy pools, oracle solutions),
+  or could not run.
+
+Files with no producing sidecar (DVC outputs, for instance) are checked against the
+consumer's recorded hash only; DVC's own hashes cover the pools and oracles.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .io import is_sidecar, sha256_file
+
+ROOT_FOLDERS = ("tables", "figures", "diagnostics")
+
+
+@dataclass
+class Finding:
+    kind: str  # modified | stale | missing | dvc
+    path: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"[{self.kind}] {self.path}: {self.detail}"
+
+
+@dataclass
+class AuditReport:
+    roots: list[str] = field(default_factory=list)
+    sidecars_checked: int = 0
+    files_checked: int = 0
+    findings: list[Finding] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+    def text(self) -> str:
+        lines = [
+            "nudgerl audit: " + ("OK" if self.ok else f"{len(self.findings)} problem(s)"),
+            f"  {len(self.roots)} table/figure artifact(s), {self.sidecars_checked} provenance sidecar(s), "
+            f"{self.files_checked} file(s) hashed",
+        ]
+        if self.findings:
+            lines.append("")
+            lines += [f"  {f}" for f in self.findings]
+        if self.notes:
+            lines.append("")
+            lines += [f"  note: {n}" for n in self.notes]
+        return "\n".join(lines) + "\n"
+
+
+def find_sidecars(results: Path) -> list[Path]:
+    return sorted(p for p in Path(results).rglob("*provenance.json") if p.is_file() and is_sidecar(p))
+
+
+def artifact_of(sidecar: str) -> str:
+    """The artifact a sidecar describes (a directory for ``<dir>/provenance.json``)."""
+    p = Path(sidecar)
+    return str(p.parent) if p.name == "provenance.json" else str(p.with_name(p.name.removesuffix(".provenance.json")))
+
+
+class _Hasher:
+    def __init__(self):
+        self.cache: dict[str, str | None] = {}
+
+    def __call__(self, path: str) -> str | None:
+        if path not in self.cache:
+            self.cache[path] = sha256_file(path) if os.path.isfile(path) else None
+        return self.cache[path]
+
+
+def dvc_status(cwd: Path) -> tuple[list[Finding], list[str]]:
+    """Changed DVC stages as findings; a checkout without DVC is a note, not a failure."""
+    if not (Path(cwd) / ".dvc").is_dir() or not (Path(cwd) / "dvc.yaml").exists():
+        return [], ["not a DVC repository here (no .dvc/ or dvc.yaml): dvc status skipped"]
+    try:
+        proc = subprocess.run(["dvc", "status", "--json"], cwd=cwd, capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.SubprocessError) as e:
+        return [Finding("dvc", "dvc.yaml", f"dvc status could not run: {e}")], []
+    if proc.returncode != 0:
+        return [Finding("dvc", "dvc.yaml", f"dvc status failed: {(proc.stderr or proc.stdout).strip()[-500:]}")], []
+    try:
+        status = json.loads(proc.stdout or "{}")
+    except json.JSONDecodeError:
+        return [Finding("dvc", "dvc.yaml", f"dvc status printed no JSON: {proc.stdout[-300:]}")], []
+    findings = [Finding("dvc", f"dvc.yaml:{stage}", f"stage changed: {json.dumps(changes)}")
+                for stage, changes in sorted(status.items())]
+    return findings, ([] if findings else ["dvc status: every DVC stage is up to date"])
+
+
+def audit(results: str | Path = "results", cwd: str | Path = ".", check_dvc: bool = True) -> AuditReport:
+    """Walk from the tables' and figures' sidecars through every recorded input.
+
+    Paths inside sidecars are relative to ``cwd`` (the workflow root, where jobs run)."""
+    cwd = Path(cwd)
+    old = os.getcwd()
+    os.chdir(cwd)
+    try:
+        return _audit(Path(results), check_dvc)
+    finally:
+        os.chdir(old)
+
+
+def _audit(results: Path, check_dvc: bool) -> AuditReport:
+    report = AuditReport()
+    hasher = _Hasher()
+    sidecars: dict[str, dict] = {}
+    producer: dict[str, str] = {}  # output file -> the sidecar that recorded writing it
+    for side in find_sidecars(results):
+        try:
+            record = json.loads(side.read_text())
+        except json.JSONDecodeError as e:
+            report.findings.append(Finding("modified", str(side), f"sidecar is not valid JSON ({e.msg})"))
+            continue
+        sidecars[str(side)] = record
+        for out in record.get("outputs", {}):
+            producer[os.path.normpath(out)] = str(side)
+    if not results.is_dir():
+        report.findings.append(Finding("missing", str(results), "results folder does not exist"))
+        return report
+    roots = [s for s in sidecars if Path(s).relative_to(results).parts[0] in ROOT_FOLDERS]
+    report.roots = roots
+    if not roots:
+        report.findings.append(Finding("missing", str(results), "no table or figure has a provenance sidecar"))
+    seen, queue, flagged = set(), deque(roots), set()
+
+    def flag(finding: Finding):
+        key = (finding.kind, finding.path)
+        if key not in flagged:
+            flagged.add(key)
+            report.findings.append(finding)
+
+    while queue:
+        side = queue.popleft()
+        if side in seen:
+            continue
+        seen.add(side)
+        record = sidecars[side]
+        outputs = record.get("outputs")
+        if outputs is None:
+            flag(Finding("stale", side, "sidecar records no output hashes (written by an older pipeline); re-run its rule"))
+            outputs = {}
+        for path, recorded in outputs.items():
+            current = hasher(path)
+            if current is None:
+                flag(Finding("missing", path, f"recorded as written in {side}, no longer exists"))
+            elif current != recorded:
+                flag(Finding("modified", path, f"differs from the hash recorded when it was written ({side})"))
+        for path, recorded in record.get("inputs", {}).items():
+            current = hasher(path)
+            if current is None:
+                flag(Finding("missing", path, f"input of {side}, no longer exists"))
+            elif current != recorded and producer.get(os.path.normpath(path)) is not None \
+                    and sidecars[producer[os.path.normpath(path)]].get("outputs", {}).get(path) == current:
+                # regenerated by its own job after the consumer read it
+                flag(Finding("stale", artifact_of(side), f"input {path} was regenerated after this artifact was made; "
+                                                        "re-run its rule"))
+            elif current != recorded and producer.get(os.path.normpath(path)) is None:
+                # no provenance of its own (a DVC output, a Snakemake benchmark file): edited or
+                # regenerated, either way the artifact that read it no longer matches it
+                flag(Finding("stale", artifact_of(side), f"input {path} changed after this artifact read it"))
+            elif current != recorded:
+                flag(Finding("modified", path, f"differs from the hash {side} recorded when reading it"))
+            if (p := producer.get(os.path.normpath(path))) is not None:
+                queue.append(p)
+    report.sidecars_checked = len(seen)
+    report.files_checked = sum(1 for v in hasher.cache.values() if v is not None)
+    if check_dvc:
+        findings, notes = dvc_status(Path("."))
+        report.findings += findings
+        report.notes += notes
+    return report

@@ -1,0 +1,95 @@
+"""Compute accounting: what each job of the DAG cost, from Snakemake's benchmark TSVs and
+the training metrics.
+
+Per job: wall seconds (``s``), CPU seconds, peak resident memory (``max_rss``, MB), and
+for training runs the rollout tokens (sum of generated completion tokens), the trained
+tokens (TRL's ``num_input_tokens_seen``: prompt + completion tokens through the policy-
+gradient forward pass; NudgeRL's extra hint-free distillation pass is not counted) and,
+on GPUs, GPU-hours = wall hours x GPUs of the run.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from pathlib import Path
+
+from .io import read_jsonl
+
+COLUMNS = ["rule", "method", "seed", "wall_s", "cpu_s", "max_rss_mb", "rollout_tokens", "trained_tokens",
+           "steps", "gpus", "gpu_hours", "benchmark_file"]
+
+
+def read_benchmark_tsv(path: Path) -> dict:
+    """The (last) row of a Snakemake ``benchmark:`` TSV."""
+    with open(path) as f:
+        rows = list(csv.DictReader(f, delimiter="\t"))
+    if not rows:
+        raise ValueError(f"{path}: benchmark file has no rows")
+    return rows[-1]
+
+
+def _float(x):
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return None
+
+
+def _job_of(path: Path, bench_root: Path) -> tuple[str, str | None, int | None]:
+    """(rule, method, seed) from results/benchmarks/<rule>[/<method>_seed<k>].tsv."""
+    rel = path.relative_to(bench_root)
+    if len(rel.parts) == 1:
+        return rel.stem, None, None
+    rule = rel.parts[0]
+    m = re.fullmatch(r"(.+)_seed(\d+)", rel.stem)
+    return (rule, m.group(1), int(m.group(2))) if m else (rule, rel.stem, None)
+
+
+def run_tokens(run_dir: Path) -> dict:
+    """Rollout and trained tokens of a finished training run, from its metrics.jsonl."""
+    rows = read_jsonl(Path(run_dir) / "metrics.jsonl")
+    if not rows:
+        return {}
+    trained = [r.get("num_tokens") for r in rows if r.get("num_tokens") is not None]
+    report = Path(run_dir) / "train_report.json"
+    gpus = json.loads(report.read_text()).get("gpus", 0) if report.exists() else 0
+    return {"rollout_tokens": sum(r.get("rollout_tokens", 0.0) for r in rows),
+            "trained_tokens": max(trained) if trained else None,  # TRL logs it cumulatively
+            "steps": max(r["step"] for r in rows), "gpus": gpus}
+
+
+def compute_table(results: Path) -> list[dict]:
+    """One row per benchmarked job under ``results/benchmarks``."""
+    results = Path(results)
+    bench_root = results / "benchmarks"
+    rows = []
+    for tsv in sorted(bench_root.rglob("*.tsv")):
+        rule, method, seed = _job_of(tsv, bench_root)
+        b = read_benchmark_tsv(tsv)
+        row = {c: None for c in COLUMNS}
+        row.update(rule=rule, method=method, seed=seed, wall_s=_float(b.get("s")), cpu_s=_float(b.get("cpu_time")),
+                   max_rss_mb=_float(b.get("max_rss")), benchmark_file=str(tsv))
+        if rule.startswith("train_") and method is not None and seed is not None:
+            tok = run_tokens(results / "runs" / method / f"seed{seed}")
+            row.update(tok)
+            if tok.get("gpus") and row["wall_s"] is not None:
+                row["gpu_hours"] = row["wall_s"] * tok["gpus"] / 3600
+        rows.append(row)
+    return rows
+
+
+def write_compute_csv(results: Path, out: Path) -> list[dict]:
+    import pandas as pd
+
+    from .io import atomic_write_text
+
+    rows = compute_table(results)
+    if not rows:
+        raise ValueError(f"{results}/benchmarks has no benchmark TSVs")
+    df = pd.DataFrame(rows, columns=COLUMNS)
+    for col in ("seed", "steps", "gpus"):
+        df[col] = df[col].astype("Int64")
+    atomic_write_text(out, df.to_csv(index=False))
+    return rows

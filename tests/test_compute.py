@@ -1,0 +1,38 @@
+"""Compute accounting from Snakemake benchmark TSVs and training metrics."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from nudgerl.compute import write_compute_csv
+
+HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
+
+
+def test_compute_csv_rows(tmp_path):
+    res = tmp_path / "results"
+    (res / "benchmarks" / "train_grpo").mkdir(parents=True)
+    (res / "benchmarks" / "base_model.tsv").write_text(HEADER + "226.17\t0:03:46\t705.20\t1\t1\t1\t0\t0\t88\t200.64\n")
+    (res / "benchmarks" / "train_grpo" / "grpo8_eps0.28_seed1.tsv").write_text(
+        HEADER + "36.0\t0:00:36\t574.97\t1\t1\t1\t0\t0\t90\t30.5\n")
+    run = res / "runs" / "grpo8_eps0.28" / "seed1"
+    run.mkdir(parents=True)
+    rows = [{"step": s, "rollout_tokens": 100.0, "num_tokens": 250.0 * s} for s in (1, 2, 3)]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (run / "train_report.json").write_text(json.dumps({"gpus": 2}))
+    write_compute_csv(res, res / "tables" / "compute.csv")
+    df = pd.read_csv(res / "tables" / "compute.csv").set_index("rule")
+    assert df.loc["base_model", "wall_s"] == pytest.approx(226.17)
+    assert df.loc["base_model", "max_rss_mb"] == pytest.approx(705.2)
+    assert pd.isna(df.loc["base_model", "rollout_tokens"])
+    train = df.loc["train_grpo"]
+    assert train.method == "grpo8_eps0.28" and train.seed == 1
+    assert train.rollout_tokens == 300 and train.trained_tokens == 750 and train.steps == 3
+    assert train.gpu_hours == pytest.approx(36.0 * 2 / 3600)
+
+
+def test_empty_benchmarks_is_an_error(tmp_path):
+    (tmp_path / "benchmarks").mkdir()
+    with pytest.raises(ValueError, match="no benchmark TSVs"):
+        write_compute_csv(tmp_path, tmp_path / "compute.csv")

@@ -1,0 +1,160 @@
+"""Each figure rendered from small records: the plotted series (returned data and the
+matplotlib objects) are the expected ones, and the files are written."""
+
+import json
+
+import numpy as np
+import pytest
+
+from nudgerl import figures
+from nudgerl.curves import checkpoint_models, curve_steps
+from nudgerl.strategies import distinct_strategies, pick_case_problem
+
+BENCH = ["aime24", "aime25"]
+
+
+def _problems(root, method, bench, cs, n=4, seed=0):
+    d = root / method / f"seed{seed}"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / f"{bench}.problems.jsonl").write_text(
+        "".join(json.dumps({"id": f"{bench}-{i}", "n": n, "c": int(c)}) + "\n" for i, c in enumerate(cs)))
+
+
+def _metrics(root, method, steps, tokens_per_step, seed=0):
+    d = root / method / f"seed{seed}"
+    d.mkdir(parents=True, exist_ok=True)
+    rows = [{"step": s, "rollout_tokens": tokens_per_step, "cumulative_rollout_tokens": s * tokens_per_step}
+            for s in range(1, steps + 1)]
+    (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def _curve(root, method, rates_by_step, tokens_per_step):
+    d = root / method / "seed0"
+    d.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for step, rate in rates_by_step.items():
+        for b in BENCH:
+            c = [4] * int(round(10 * rate)) + [0] * (10 - int(round(10 * rate)))
+            rows.append({"step": step, "benchmark": b, "cumulative_rollout_tokens": step * tokens_per_step,
+                         "samples_per_problem": 4,
+                         "problems": [{"id": f"{b}-{i}", "n": 4, "c": x} for i, x in enumerate(c)]})
+    (d / "curve.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return d / "curve.jsonl"
+
+
+def _lines_by_label(ax):
+    return {line.get_label(): line for line in ax.get_lines() if not line.get_label().startswith("_")}
+
+
+def test_training_curves_series(tmp_path):
+    files = [_curve(tmp_path, "grpo8", {0: 0.1, 10: 0.3, 20: 0.5}, 100),
+             _curve(tmp_path, "nudgerl8", {0: 0.1, 10: 0.6, 20: 0.8}, 100)]
+    fig, data = figures.training_curves(figures.load_curves(files), BENCH, n_boot=200)
+    series = {s["method"]: s for s in data["series"]}
+    assert set(series) == {"grpo8", "nudgerl8"}
+    assert series["nudgerl8"]["x"] == [0, 10, 20]
+    assert series["nudgerl8"]["y"] == pytest.approx([0.1, 0.6, 0.8])
+    assert all(lo <= y <= hi for lo, y, hi in zip(series["grpo8"]["ci_low"], series["grpo8"]["y"],
+                                                     series["grpo8"]["ci_high"]))
+    lines = _lines_by_label(fig.axes[0])
+    assert set(lines) == {"GRPO (N=8)", "NudgeRL (N=8)"}
+    np.testing.assert_allclose(lines["NudgeRL (N=8)"].get_ydata(), [0.1, 0.6, 0.8])
+    assert lines["NudgeRL (N=8)"].get_color() == figures.method_style("nudgerl8")["color"]
+    paths = figures.save_figure(fig, data, tmp_path / "fig" / "training_curves")
+    assert [p.suffix for p in paths] == [".png", ".pdf", ".json"]
+    assert paths[0].read_bytes()[:4] == b"\x89PNG" and paths[1].read_bytes()[:4] == b"%PDF"
+    assert json.loads(paths[2].read_text())["series"][0]["y"] == data["series"][0]["y"]
+
+
+def test_eps_high_scaling_series_and_reference(tmp_path):
+    for m, c in [("grpo8", 1), ("grpo8_eps0.28", 2), ("grpo8_eps0.4", 3), ("nudgerl8", 4)]:
+        for b in BENCH:
+            _problems(tmp_path, m, b, [c] * 6)
+    fig, data = figures.eps_high_scaling(tmp_path, [(0.4, "grpo8_eps0.4"), (0.2, "grpo8"), (0.28, "grpo8_eps0.28")],
+                                         "nudgerl8", 0.2, BENCH, [0], n_boot=200)
+    s = data["series"][0]
+    assert s["x"] == [0.2, 0.28, 0.4] and s["methods"] == ["grpo8", "grpo8_eps0.28", "grpo8_eps0.4"]
+    assert s["y"] == pytest.approx([0.25, 0.5, 0.75])
+    assert data["reference"]["y"] == pytest.approx(1.0) and data["reference"]["eps_high"] == 0.2
+    lines = _lines_by_label(fig.axes[0])
+    assert "NudgeRL (N=8), eps_high=0.2" in lines
+    np.testing.assert_allclose(lines["NudgeRL (N=8), eps_high=0.2"].get_ydata(), [1.0, 1.0])
+
+
+def test_strategy_diversity_counts():
+    report = {"samples_per_condition": 4, "problems": [
+        {"naive_distinct": 1, "nudged_distinct": 2}, {"naive_distinct": 1, "nudged_distinct": 3},
+        {"naive_distinct": 2, "nudged_distinct": 3}]}
+    fig, data = figures.strategy_diversity(report, n_boot=200)
+    naive, nudged = data["series"]
+    assert naive["x"] == [0, 1, 2, 3] and naive["y"] == [0, 2, 1, 0] and nudged["y"] == [0, 0, 1, 2]
+    assert nudged["mean"] == pytest.approx(8 / 3) and naive["ci_low"] <= naive["mean"] <= naive["ci_high"]
+    heights = [round(p.get_height()) for p in fig.axes[0].patches]
+    assert heights == [0, 2, 1, 0, 0, 0, 1, 2]
+    assert distinct_strategies(["a", "a", "unknown", "b"]) == 2
+
+
+def test_case_study_bars():
+    report = {"problem": {"id": "apex-3"}, "samples": 8, "methods": {
+        "grpo8": {"strategy_counts": {"common_difference": 8}, "correct_by_strategy": {}, "correct": 0},
+        "nudgerl8": {"strategy_counts": {"common_difference": 2, "difference_table": 6},
+                     "correct_by_strategy": {"difference_table": 6}, "correct": 6}}}
+    fig, data = figures.case_study(report)
+    s = {x["method"]: x for x in data["series"]}
+    assert s["nudgerl8"]["x"] == ["common_difference", "difference_table"]
+    assert s["nudgerl8"]["y"] == [2, 6] and s["nudgerl8"]["correct"] == [0, 6] and s["grpo8"]["y"] == [8, 0]
+    labels = fig.axes[0].get_legend_handles_labels()[1]
+    assert labels == ["GRPO (N=8): 0/8 correct", "NudgeRL (N=8): 6/8 correct"]
+
+
+def test_compute_matched_points_and_curves(tmp_path):
+    ev, runs = tmp_path / "eval", tmp_path / "runs"
+    for m, c in [("base", 0), ("grpo8", 2), ("grpo16", 3), ("nudgerl8", 4)]:
+        _problems(ev, m, "aime24", [c] * 5)
+    _metrics(runs, "grpo8", 10, 100.0)
+    _metrics(runs, "grpo16", 10, 200.0)
+    _metrics(runs, "nudgerl8", 10, 110.0)
+    curves = figures.load_curves([_curve(tmp_path / "curves", "grpo8", {0: 0.0, 10: 0.5}, 100)])
+    fig, data = figures.compute_matched(ev, runs, ["base", "grpo8", "grpo16", "nudgerl8"], ["aime24"], [0],
+                                        curves=curves, curve_benchmarks=BENCH, n_boot=200)
+    pts = {s["method"]: (s["x"][0], s["y"][0]) for s in data["series"]}
+    assert pts == {"base": (0.0, 0.0), "grpo8": (1000.0, 0.5), "grpo16": (2000.0, 0.75), "nudgerl8": (1100.0, 1.0)}
+    assert data["curves"][0]["x"] == [0, 1000] and data["curves"][0]["y"] == pytest.approx([0.0, 0.5])
+    assert len(fig.axes) == 2
+    assert {t.get_text() for t in fig.axes[0].get_legend().get_texts()} == {
+        "Base", "GRPO (N=8)", "GRPO (N=16)", "NudgeRL (N=8)"}
+
+
+def test_method_styles_are_consistent():
+    assert figures.method_style("grpo8")["color"] != figures.method_style("grpo32")["color"]
+    assert figures.method_style("grpo8_eps0.28")["color"] == figures.method_style("grpo8")["color"]
+    assert figures.method_style("grpo8_eps0.28")["hollow"] and not figures.method_style("grpo8")["hollow"]
+    assert figures.method_style("nudgerl8_pdrop0")["color"] == figures.method_style("nudgerl8")["color"]
+    assert figures.method_style("grpo8_eps0.28")["label"] == "GRPO (N=8, eps_high=0.28)"
+
+
+def test_curve_steps_and_missing_checkpoint(tmp_path):
+    assert curve_steps(40, 10) == [0, 10, 20, 30, 40]
+    assert curve_steps(35, 10) == [0, 10, 20, 30, 35]
+    run = tmp_path / "grpo8" / "seed0"
+    _metrics(tmp_path, "grpo8", 20, 10.0)
+    with pytest.raises(FileNotFoundError, match="checkpoint-10.*multiple of grpo.checkpoint_every"):
+        checkpoint_models(run, "base", 10)
+    (run / "checkpoints" / "checkpoint-10").mkdir(parents=True)
+    (run / "checkpoints" / "checkpoint-10" / "model.safetensors").write_text("x")
+    points = checkpoint_models(run, "base", 10)
+    assert [(s, t) for s, _, t in points] == [(0, 0.0), (10, 100.0), (20, 200.0)]
+    assert points[-1][1].endswith("model")
+    # num_iterations = 2: metrics only at generation steps, final model at the trainer's last step
+    (run / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "cumulative_rollout_tokens": 10.0 * s}) + "\n"
+                                               for s in (1, 3, 5)))
+    (run / "train_report.json").write_text(json.dumps({"global_step": 6}))
+    (run / "checkpoints" / "checkpoint-4").mkdir()
+    (run / "checkpoints" / "checkpoint-4" / "model.safetensors").write_text("x")
+    assert [(s, t) for s, _, t in checkpoint_models(run, "base", 2 * 2)] == [(0, 0.0), (4, 30.0), (6, 50.0)]
+
+
+def test_case_problem_pick():
+    rates = {"grpo8": {"a": 0.5, "b": 0.0, "c": 0.0}, "nudgerl8": {"a": 1.0, "b": 0.75, "c": 0.75}}
+    assert pick_case_problem(rates, {"b", "c"}, ["grpo8", "nudgerl8"]) == "b"  # hard only; ties: smallest id
+    assert pick_case_problem(rates, set(), ["grpo8", "nudgerl8"]) == "b"

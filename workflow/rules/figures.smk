@@ -1,0 +1,217 @@
+# The paper's figures, compute accounting and the artifact audit (issue 6).
+# Each figure rule writes <name>.png (in the report), .pdf and .json (the plotted series).
+
+
+
+rule curve_eval:
+    """Training curves: evaluate a run's checkpoints every eval.curve.every steps (step 0 = base)."""
+    input:
+        model=model_dir,
+        metrics=f"{RESULTS}/runs/{{method}}/seed{{seed}}/metrics.jsonl",
+        base=base_model_input,
+        benchmarks=expand(f"{DATA}/eval/{{bench}}.jsonl", bench=CURVE_BENCHMARKS),
+    output:
+        f"{RESULTS}/curves/{{method}}/seed{{seed}}/curve.jsonl",
+    params:
+        cfg=section("eval"),
+        base=base_model_arg,
+        prompt=lambda w: prompt_arg("eval"),
+        run_dir=lambda w, input: os.path.dirname(input.metrics),
+    threads: THREADS
+    resources:
+        mem_mb=2000,
+    conda:
+        "../envs/nudgerl.yaml"
+    log:
+        f"{RESULTS}/logs/curve_eval/{{method}}_seed{{seed}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/curve_eval/{{method}}_seed{{seed}}.tsv"
+    shell:
+        "nudgerl curve-eval --run-dir {params.run_dir} --base-model {params.base} {params.prompt} "
+        "--benchmarks {input.benchmarks} --seed {wildcards.seed} --params {params.cfg:q} --threads {threads} "
+        "--out {output} > {log} 2>&1"
+
+
+rule training_curves:
+    """pass@1 on the curve benchmarks against training step (paper Fig. 3)."""
+    input:
+        expand(f"{RESULTS}/curves/{{method}}/seed{{seed}}/curve.jsonl", method=CURVE_METHODS, seed=SEEDS, allow_missing=True),
+    output:
+        **figure_report_outputs("training_curves", "training_curves", "Main results"),
+    params:
+        benchmarks=CURVE_BENCHMARKS,
+        n_boot=N_BOOT,
+        prefix=lambda w, output: os.path.splitext(output.png)[0],
+    conda:
+        "../envs/nudgerl.yaml"
+    log:
+        f"{RESULTS}/logs/training_curves.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/training_curves.tsv"
+    shell:
+        "nudgerl plot-training-curves --curves {input} --benchmarks {params.benchmarks} "
+        "--bootstrap-samples {params.n_boot} --out-prefix {params.prefix} > {log} 2>&1"
+
+
+rule eps_high_scaling:
+    """GRPO average pass@1 against eps_high, NudgeRL at the main eps_high as reference (paper Fig. 5)."""
+    input:
+        expand(f"{RESULTS}/eval/{{method}}/seed{{seed}}/summary.json",
+               method=[*(m for _, m in EPS_SWEEP), NUDGE_MAIN], seed=SEEDS, allow_missing=True),
+    output:
+        **figure_report_outputs("eps_high_scaling", "eps_high_scaling", "Ablations"),
+    params:
+        methods=[m for _, m in EPS_SWEEP],
+        eps=[e for e, _ in EPS_SWEEP],
+        reference=NUDGE_MAIN,
+        reference_eps=EPS_MAIN,
+        eval_root=lambda w, input: os.path.dirname(os.path.dirname(os.path.dirname(input[0]))),
+        benchmarks=BENCHMARKS,
+        seeds=SEEDS,
+        n_boot=N_BOOT,
+        prefix=lambda w, output: os.path.splitext(output.png)[0],
+    conda:
+        "../envs/nudgerl.yaml"
+    log:
+        f"{RESULTS}/logs/eps_high_scaling.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/eps_high_scaling.tsv"
+    shell:
+        "nudgerl plot-eps-high --eval-root {params.eval_root} --sweep-methods {params.methods} --eps-values {params.eps} "
+        "--reference {params.reference} --reference-eps {params.reference_eps} --benchmarks {params.benchmarks} "
+        "--seeds {params.seeds} --bootstrap-samples {params.n_boot} --out-prefix {params.prefix} > {log} 2>&1"
+
+
+# Strategies are parsed from organism traces; a real-data labeler is not built yet.
+if TASK != "math":
+
+    rule strategy_diversity:
+        """Distinct strategies among N naive vs N nudged base-model samples per problem (paper Fig. 1c)."""
+        input:
+            model=rules.base_model.output[0],
+            train=rules.organism_data.output.train,
+            pools=POOLS,
+        output:
+            data=f"{RESULTS}/diagnostics/strategy_diversity.json",
+            **figure_report_outputs("strategy_diversity", "strategy_diversity", "Diagnostics"),
+        params:
+            cfg=json.dumps({**{k: v for k, v in config["eval"].items() if k in ("temperature", "top_p", "max_new_tokens",
+                                                                                "batch_size")},
+                            **config.get("report", {}).get("strategy_diversity", {})}, sort_keys=True),
+            nudge=json.dumps({"M": _NUDGE.get("M", 2), "K": _NUDGE.get("K", 4)}),
+            n_boot=N_BOOT,
+            prefix=lambda w, output: os.path.splitext(output.png)[0],
+        threads: THREADS
+        resources:
+            mem_mb=2000,
+        conda:
+            "../envs/nudgerl.yaml"
+        log:
+            f"{RESULTS}/logs/strategy_diversity.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/strategy_diversity.tsv"
+        shell:
+            "nudgerl strategy-diversity --model {input.model} --train {input.train} --pools {input.pools} "
+            "--params {params.cfg:q} --nudge {params.nudge:q} --threads {threads} --bootstrap-samples {params.n_boot} "
+            "--out-json {output.data} --out-prefix {params.prefix} > {log} 2>&1"
+
+
+    rule case_study:
+        """One problem, 32 samples each from the GRPO- and the NudgeRL-trained policy (paper Fig. 4)."""
+        input:
+            models=[f"{RESULTS}/runs/{m}/seed{SEEDS[0]}/model" for m in CASE_METHODS],
+            evals=[f"{RESULTS}/eval/{m}/seed{SEEDS[0]}/summary.json" for m in CASE_METHODS],
+            benchmarks=benchmark_files(),
+        output:
+            data=f"{RESULTS}/diagnostics/case_study.json",
+            **figure_report_outputs("case_study", "case_study", "Diagnostics"),
+        params:
+            cfg=json.dumps({**{k: v for k, v in config["eval"].items() if k in ("temperature", "top_p", "max_new_tokens",
+                                                                                "batch_size")},
+                            **config.get("report", {}).get("case_study", {})}, sort_keys=True),
+            methods=CASE_METHODS,
+            eval_dirs=lambda w, input: [os.path.dirname(e) for e in input.evals],
+            prefix=lambda w, output: os.path.splitext(output.png)[0],
+        threads: THREADS
+        resources:
+            mem_mb=2000,
+        conda:
+            "../envs/nudgerl.yaml"
+        log:
+            f"{RESULTS}/logs/case_study.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/case_study.tsv"
+        shell:
+            "nudgerl case-study --methods {params.methods} --models {input.models} --eval-dirs {params.eval_dirs} "
+            "--benchmarks {input.benchmarks} --params {params.cfg:q} --threads {threads} "
+            "--out-json {output.data} --out-prefix {params.prefix} > {log} 2>&1"
+
+
+rule compute_matched:
+    """Every method's pass@1 against the rollout tokens its training generated."""
+    input:
+        evals=expand(f"{RESULTS}/eval/{{method}}/seed{{seed}}/summary.json", method=EVALUATED, seed=SEEDS, allow_missing=True),
+        metrics=expand(f"{RESULTS}/runs/{{method}}/seed{{seed}}/metrics.jsonl",
+                       method=[m for m in EVALUATED if m != "base"], seed=SEEDS, allow_missing=True),
+        curves=expand(f"{RESULTS}/curves/{{method}}/seed{{seed}}/curve.jsonl", method=CURVE_METHODS, seed=SEEDS, allow_missing=True),
+    output:
+        **figure_report_outputs("compute_matched", "compute_matched", "Main results"),
+    params:
+        methods=EVALUATED,
+        eval_root=lambda w, input: os.path.dirname(os.path.dirname(os.path.dirname(input[0]))),
+        runs_root=lambda w, input: os.path.dirname(os.path.dirname(os.path.dirname(input.metrics[0]))),
+        benchmarks=BENCHMARKS,
+        curve_benchmarks=CURVE_BENCHMARKS,
+        seeds=SEEDS,
+        n_boot=N_BOOT,
+        prefix=lambda w, output: os.path.splitext(output.png)[0],
+    conda:
+        "../envs/nudgerl.yaml"
+    log:
+        f"{RESULTS}/logs/compute_matched.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/compute_matched.tsv"
+    shell:
+        "nudgerl plot-compute-matched --eval-root {params.eval_root} --runs-root {params.runs_root} --methods {params.methods} "
+        "--benchmarks {params.benchmarks} --seeds {params.seeds} --curves {input.curves} "
+        "--curve-benchmarks {params.curve_benchmarks} --bootstrap-samples {params.n_boot} "
+        "--out-prefix {params.prefix} > {log} 2>&1"
+
+
+rule compute_table:
+    """Compute accounting of every job that ran: wall/CPU time, peak memory, tokens, GPU-hours."""
+    input:
+        result_outputs(),
+    output:
+        report(f"{RESULTS}/tables/compute.csv", caption="../report/compute.rst", category="Compute"),
+    conda:
+        "../envs/nudgerl.yaml"
+    log:
+        f"{RESULTS}/logs/compute_table.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/compute_table.tsv"
+    params:
+        results=lambda w, output: os.path.dirname(os.path.dirname(output[0])),
+    shell:
+        "nudgerl compute-table --results {params.results} --out {output} > {log} 2>&1"
+
+
+rule audit:
+    """Every table and figure back to its records, checkpoints, data and pools: hashes + dvc status."""
+    input:
+        result_outputs(),
+        f"{RESULTS}/tables/compute.csv",
+    output:
+        report(f"{RESULTS}/audit/audit.txt", caption="../report/audit.rst", category="Compute"),
+    resources:
+        dvc_lock=1,
+    conda:
+        "../envs/nudgerl.yaml"
+    log:
+        f"{RESULTS}/logs/audit.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/audit.tsv"
+    params:
+        results=lambda w, output: os.path.dirname(os.path.dirname(output[0])),
+    shell:
+        "nudgerl audit --results {params.results} --out {output} > {log} 2>&1"
