@@ -137,7 +137,9 @@ def test_curve_interval_must_match_saved_checkpoints(default_config):
 def test_eps_sweep_keys_are_validated(default_config):
     cfg = copy.deepcopy(default_config)
     cfg["grpo"]["epsilon_high_sweep"] = [0.2, 0.4]
-    # on-policy training (one pass per batch): the ratio is 1, eps_high would change nothing
+    validate_config(cfg)  # the default trains 2 optimizer steps per generation batch: off-policy
+    cfg["grpo"].pop("per_device_train_batch_size")
+    # on-policy training (one step per batch): the ratio is 1, eps_high would change nothing
     assert "'grpo.epsilon_high_sweep' needs off-policy updates" in _error(cfg)
     cfg["grpo"]["num_iterations"] = 2
     validate_config(cfg)
@@ -146,3 +148,10 @@ def test_eps_sweep_keys_are_validated(default_config):
     cfg["grpo"]["epsilon_high_sweep"] = [0.2]
     cfg["grpo"]["epsilon_high_sweep_groupsize"] = 8
     assert "epsilon_high_sweep_groupsize" in _error(cfg)
+
+
+def test_micro_batches_must_divide_every_generation_batch(default_config):
+    cfg = copy.deepcopy(default_config)
+    cfg["grpo"]["per_device_train_batch_size"] = 24  # 8 prompts x N=8 = 64 rollouts: not 2 x 24
+    msg = _error(cfg)
+    assert "grpo.per_device_train_batch_size" in msg and "N=8" in msg and "64 rollouts" in msg

@@ -119,6 +119,22 @@ def check_batch_shapes(config: dict) -> list[str]:
     if train_size is not None and train_size < pps:
         problems.append(f"config key 'grpo.prompts_per_step' ({pps}) exceeds the training set "
                         f"('organism.train.size' = {train_size}): lower prompts_per_step or raise the size")
+    per_device = grpo.get("per_device_train_batch_size")
+    if per_device is not None:
+        # each generation batch (prompts_per_step x N rollouts) must split into whole micro-batches
+        # over optimizer_steps_per_generation steps, for every N the DAG trains
+        steps = grpo.get("optimizer_steps_per_generation", 1)
+        nudge_cfg = config.get("nudgerl") or {}
+        sizes = {*grpo.get("group_sizes", []), grpo.get("epsilon_high_sweep_group_size", 8) if grpo.get(
+            "epsilon_high_sweep") else None, (config.get("pope") or {}).get("num_generations"),
+            nudge_cfg.get("M", 2) * nudge_cfg.get("K", 4) if nudge_cfg else None} - {None}
+        for n in sorted(sizes):
+            if (pps * n) % (per_device * steps):
+                problems.append(
+                    f"config key 'grpo.per_device_train_batch_size' ({per_device}): the generation batch of N={n} "
+                    f"(prompts_per_step {pps} x {n} = {pps * n} rollouts) is not a multiple of "
+                    f"per_device_train_batch_size x optimizer_steps_per_generation ({per_device} x {steps}); "
+                    "pick sizes that divide it")
     nudge = config.get("nudgerl")
     if nudge is not None:
         M, K = nudge.get("M", 2), nudge.get("K", 4)
