@@ -37,11 +37,12 @@ def test_table1_has_base_and_every_grpo_row(smoke_run):
 def test_training_metrics_and_checkpoints(smoke_run):
     run = smoke_run / "results" / "runs" / "grpo4" / "seed0"
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    # smoke trains with num_iterations: 2 (for the eps_high sweep): a generation every 2nd step
+    # smoke trains 2 optimizer steps per generation batch (for the eps_high sweep): rollout
+    # metrics are logged on the step after each generation
     assert [r["step"] for r in rows] == [1, 3]
     for key in ("reward_mean", "frac_zero_variance_groups", "completion_length_mean", "rollout_tokens", "step_time"):
         assert all(r[key] is not None for r in rows), key
-    # 2 prompts x N=4 rollouts per step
+    # 2 prompts x N=4 rollouts per generation batch
     assert all(r["rollouts"] == 8 for r in rows)
     assert (run / "checkpoints" / "checkpoint-2").is_dir()
     assert (run / "model" / "config.json").exists()

@@ -88,12 +88,18 @@ class _Hasher:
         return self.cache[path]
 
 
-def dvc_status(cwd: Path) -> tuple[list[Finding], list[str]]:
-    """Changed DVC stages as findings; a checkout without DVC is a note, not a failure."""
+def dvc_status(cwd: Path, stages: list[str] | None = None) -> tuple[list[Finding], list[str]]:
+    """Changed DVC stages as findings; a checkout without DVC is a note, not a failure.
+    ``stages``: only these (the ones this config's results used); None = every stage that ran
+    here (recorded in dvc.lock), since a stage another config defines is not part of these results."""
+    if stages is None and (Path(cwd) / "dvc.lock").exists():
+        import yaml
+
+        stages = sorted((yaml.safe_load((Path(cwd) / "dvc.lock").read_text()) or {}).get("stages", {})) or None
     if not (Path(cwd) / ".dvc").is_dir() or not (Path(cwd) / "dvc.yaml").exists():
         return [], ["not a DVC repository here (no .dvc/ or dvc.yaml): dvc status skipped"]
     try:
-        proc = subprocess.run(["dvc", "status", "--json"], cwd=cwd, capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(["dvc", "status", "--json", *(stages or [])], cwd=cwd, capture_output=True, text=True, timeout=300)
     except (OSError, subprocess.SubprocessError) as e:
         return [Finding("dvc", "dvc.yaml", f"dvc status could not run: {e}")], []
     if proc.returncode != 0:
@@ -107,7 +113,8 @@ def dvc_status(cwd: Path) -> tuple[list[Finding], list[str]]:
     return findings, ([] if findings else ["dvc status: every DVC stage is up to date"])
 
 
-def audit(results: str | Path = "results", cwd: str | Path = ".", check_dvc: bool = True) -> AuditReport:
+def audit(results: str | Path = "results", cwd: str | Path = ".", check_dvc: bool = True,
+          dvc_stages: list[str] | None = None) -> AuditReport:
     """Walk from the tables' and figures' sidecars through every recorded input.
 
     Paths inside sidecars are relative to ``cwd`` (the workflow root, where jobs run)."""
@@ -115,12 +122,12 @@ def audit(results: str | Path = "results", cwd: str | Path = ".", check_dvc: boo
     old = os.getcwd()
     os.chdir(cwd)
     try:
-        return _audit(Path(results), check_dvc)
+        return _audit(Path(results), check_dvc, dvc_stages)
     finally:
         os.chdir(old)
 
 
-def _audit(results: Path, check_dvc: bool) -> AuditReport:
+def _audit(results: Path, check_dvc: bool, dvc_stages: list[str] | None = None) -> AuditReport:
     report = AuditReport()
     hasher = _Hasher()
     sidecars: dict[str, dict] = {}
@@ -185,7 +192,7 @@ def _audit(results: Path, check_dvc: bool) -> AuditReport:
     report.sidecars_checked = len(seen)
     report.files_checked = sum(1 for v in hasher.cache.values() if v is not None)
     if check_dvc:
-        findings, notes = dvc_status(Path("."))
+        findings, notes = dvc_status(Path("."), dvc_stages)
         report.findings += findings
         report.notes += notes
     return report

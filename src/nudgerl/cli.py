@@ -436,7 +436,7 @@ def cmd_audit(args) -> None:
     from .audit import audit
     from .io import atomic_write_text
 
-    report = audit(args.results, cwd=args.cwd, check_dvc=not args.no_dvc)
+    report = audit(args.results, cwd=args.cwd, check_dvc=not args.no_dvc, dvc_stages=args.dvc_stages)
     text = report.text()
     print(text, end="")
     if args.out:
@@ -509,6 +509,7 @@ def _add_issue6_commands(add) -> None:
     p.add_argument("--results", default="results")
     p.add_argument("--cwd", default=".", help="workflow root (paths in sidecars are relative to it)")
     p.add_argument("--no-dvc", action="store_true", help="skip `dvc status`")
+    p.add_argument("--dvc-stages", nargs="+", default=None, help="check only these DVC stages (default: all)")
     p.add_argument("--out", help="also write the report here")
 
 
@@ -637,9 +638,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True)
 
     _add_real_data_parsers(add)
+    _add_issue6_commands(add)
     for name in ("train-grpo", "train-pope", "train-nudgerl", "evaluate", "rank-hints", "curve-eval"):
         _add_model_arguments(sub.choices[name])
-    _add_issue6_commands(add)
     return ap
 
 

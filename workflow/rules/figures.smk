@@ -213,5 +213,6 @@ rule audit:
         f"{RESULTS}/benchmarks/audit.tsv"
     params:
         results=lambda w, output: os.path.dirname(os.path.dirname(output[0])),
+        stages=[POOL_STAGE, ORACLE_STAGE],  # the DVC stages this config's results used
     shell:
-        "nudgerl audit --results {params.results} --out {output} > {log} 2>&1"
+        "nudgerl audit --results {params.results} --dvc-stages {params.stages} --out {output} > {log} 2>&1"

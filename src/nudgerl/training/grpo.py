@@ -160,8 +160,9 @@ def _metrics_callback(path: Path, cfg: GRPORunConfig, resume_tokens: float):
         def on_log(self, args, state, control, logs=None, **kwargs):
             if not logs or "reward" not in logs:
                 return
-            # one optimizer step trains on 1/optimizer_steps_per_generation of a generation
-            n_rollouts = cfg.prompts_per_step * cfg.num_generations // max(cfg.optimizer_steps_per_generation, 1)
+            # TRL logs rollout metrics (reward, lengths) only on the optimizer step that follows a
+            # generation, so one row = one whole generation batch of prompts_per_step x N rollouts
+            n_rollouts = cfg.prompts_per_step * cfg.num_generations
             mean_len = float(logs.get("completions/mean_length", 0.0))
             self.rollout_tokens += mean_len * n_rollouts
             now = time.perf_counter()
