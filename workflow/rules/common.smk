@@ -89,6 +89,29 @@ def section(name, **extra):
     return json.dumps({**config.get(name, {}), **extra}, sort_keys=True)
 
 
+def gguf_source(name):
+    """The GGUF of models[name]: {path} or {package, file} (dtype aside)."""
+    return {k: v for k, v in MODELS[name]["gguf"].items() if k != "dtype"}
+
+
+def gguf_input(wildcards):
+    """The GGUF file as the rule's input when it can be found here; [] when its package is
+    not installed, so the DAG still builds (the job then fails naming the package)."""
+    from nudgerl.models import GGUFSourceError, resolve_gguf
+
+    try:
+        return str(resolve_gguf(gguf_source(wildcards.model)))
+    except GGUFSourceError:
+        return []
+
+
+def gguf_args(wildcards):
+    src = gguf_source(wildcards.model)
+    if src.get("path"):
+        return f"--gguf {shlex.quote(src['path'])}"
+    return f"--package {shlex.quote(src.get('package', ''))} --file {shlex.quote(src.get('file', ''))}"
+
+
 def declared_mem_mb(rule, default):
     """Memory a rule's jobs declare to the scheduler (config `resources.mem_mb.<rule>`); it
     limits concurrency only under a global limit (`--resources mem_mb=...`, profiles/local)."""
@@ -97,7 +120,7 @@ def declared_mem_mb(rule, default):
 
 def dvc_stage_deps(stage):
     """A DVC stage's dependencies other than the training problems (e.g. a local helper
-    model folder), as rule inputs: Snakemake then builds them before the stage runs."""
+    model folder): inputs of its Snakemake rule, built before the stage runs."""
     import yaml
 
     stages = yaml.safe_load(open("dvc.yaml"))["stages"]

@@ -1,26 +1,3 @@
-def gguf_source(name):
-    """The GGUF of models[name]: {path} or {package, file} (dtype aside)."""
-    return {k: v for k, v in MODELS[name]["gguf"].items() if k != "dtype"}
-
-
-def gguf_input(wildcards):
-    """The GGUF file as the rule's input when it can be found here; [] when its package is
-    not installed, so the DAG still builds (the job then fails naming the package)."""
-    from nudgerl.models import GGUFSourceError, resolve_gguf
-
-    try:
-        return str(resolve_gguf(gguf_source(wildcards.model)))
-    except GGUFSourceError:
-        return []
-
-
-def gguf_args(wildcards):
-    src = gguf_source(wildcards.model)
-    if src.get("path"):
-        return f"--gguf {shlex.quote(src['path'])}"
-    return f"--package {shlex.quote(src.get('package', ''))} --file {shlex.quote(src.get('file', ''))}"
-
-
 if GGUF_MODELS:
 
     rule convert_gguf:
