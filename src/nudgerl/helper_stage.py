@@ -110,7 +110,7 @@ def _read_partial(partial: Path) -> list[dict]:
 
 def run_per_problem(records: list[dict], propose: Callable[[dict], tuple[dict, dict]], out_path: str | Path,
                     concurrency: int = 4, what: str = "result", config: dict | None = None,
-                    counter=None) -> dict:
+                    counter=None, prefetch: Callable[[list[dict]], None] | None = None) -> dict:
     out_path = Path(out_path)
     partial = out_path.with_name(out_path.name + ".partial")
     out_path.parent.mkdir(parents=True, exist_ok=True)
@@ -120,6 +120,8 @@ def run_per_problem(records: list[dict], propose: Callable[[dict], tuple[dict, d
              "completion_tokens": 0, "failures": {}}
     lock = threading.Lock()
     t0 = time.perf_counter()
+    if prefetch is not None and todo:  # a local model samples all missing problems in one batch
+        prefetch(todo)
 
     def work(record):
         try:

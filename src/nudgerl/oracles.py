@@ -5,6 +5,9 @@ temperature 0.4, max 16384 tokens, a standard system prompt, and kept the messag
 content). With ``filter_correct`` each solution is graded by the project's grader and
 re-sampled, up to ``filter_attempts`` times, until one is right.
 Backend ``organism``: the generator's reference trace with the always-right strategy.
+Backend ``transformers``: a local model folder (``model``) writes the solutions, no network
+(:mod:`nudgerl.local_helper`); with ``filter_correct`` the first of ``samples`` x
+``filter_attempts`` samples that grades right is kept.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ class OracleError(ValueError):
 
 @dataclass
 class OracleConfig:
-    backend: str = "organism"  # "openai" | "organism"
+    backend: str = "organism"  # "openai" | "organism" | "transformers"
     base_url: str | None = None
     model: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
@@ -37,6 +40,11 @@ class OracleConfig:
     timeout: float = 600.0
     filter_correct: bool = False
     filter_attempts: int = 5
+    # transformers backend: `model` is a local folder; `samples` solutions per problem and try
+    top_p: float = 1.0
+    samples: int = 1
+    seed: int = 0
+    threads: int = 1
     extra: dict = field(default_factory=dict)
 
     @classmethod
@@ -93,16 +101,59 @@ class OpenAIOracleBackend:
         raise err
 
 
+class TransformersOracleBackend:
+    """Oracle solutions from a local transformers model (same messages as the openai backend)."""
+
+    def __init__(self, cfg: OracleConfig):
+        from .local_helper import LocalChatModel
+
+        self.cfg = cfg
+        self.llm = LocalChatModel(cfg.model, threads=cfg.threads)
+
+    def _prompt(self, record: dict) -> str:
+        return self.llm.prompt([{"role": "system", "content": self.cfg.system_prompt},
+                                {"role": "user", "content": record["problem"]}])
+
+    def _params(self, attempt: int):
+        from .sampling import SamplingParams
+
+        c = self.cfg
+        return SamplingParams(n=c.samples, temperature=c.temperature, top_p=c.top_p, max_new_tokens=c.max_tokens,
+                              batch_size=256, seed=c.seed + attempt)
+
+    def prefetch(self, records: list[dict]) -> None:
+        self.llm.prefetch({r["id"]: self._prompt(r) for r in records}, self._params(0))
+
+    def propose(self, record: dict) -> tuple[dict, dict]:
+        usage = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
+        prompt = self._prompt(record)
+        attempts = self.cfg.filter_attempts if self.cfg.filter_correct else 1
+        for attempt in range(attempts):
+            samples = self.llm.samples_for(record["id"], prompt, self._params(attempt), first_try=attempt == 0)
+            for k, v in self.llm.usage(prompt, samples).items():
+                usage[k] += v
+            for text, _ in samples:
+                if text.strip() and (not self.cfg.filter_correct or grade(text, record["answer"]) == 1.0):
+                    return {"solution": text, "attempts": attempt + 1}, usage
+        err = OracleError(f"no usable oracle solution in {attempts} tries of {self.cfg.samples} samples"
+                          + (" (none graded right)" if self.cfg.filter_correct else " (empty)"))
+        err.usage = usage
+        raise err
+
+
 def build_oracles(records: list[dict], cfg: OracleConfig, out_path: str | Path) -> dict:
     if cfg.backend == "organism":
         backend = OrganismOracleBackend()
     elif cfg.backend == "openai":
         backend = OpenAIOracleBackend(cfg)
+    elif cfg.backend == "transformers":
+        backend = TransformersOracleBackend(cfg)
     else:
-        raise ValueError(f"unknown oracle backend {cfg.backend!r}; use 'openai' or 'organism'")
+        raise ValueError(f"unknown oracle backend {cfg.backend!r}; use 'openai', 'organism' or 'transformers'")
     config = {k: v for k, v in asdict(cfg).items() if k != "extra"}
-    return run_per_problem(records, backend.propose, out_path, cfg.concurrency, "oracle solution", config,
-                           counter=getattr(backend, "api", None))
+    concurrency = 1 if cfg.backend == "transformers" else cfg.concurrency
+    return run_per_problem(records, backend.propose, out_path, concurrency, "oracle solution", config,
+                           counter=getattr(backend, "api", None), prefetch=getattr(backend, "prefetch", None))
 
 
 __all__ = ["OracleConfig", "OracleError", "HelperStageError", "build_oracles"]

@@ -1,11 +1,15 @@
 """Strategy pools: per training problem, a short list of candidate hints (unverified).
 
-Two backends:
+Three backends:
 - ``openai``: any OpenAI-compatible endpoint proposes ``n`` numbered keyword hints
   (the paper used gpt-4o-mini, n=5, temperature 0.7). The key comes from the
   environment variable named in the config and never reaches logs or outputs.
 - ``organism``: a noisy helper for the model organism that proposes strategies from the
   task's catalogue without knowing which is right (the always-right one only sometimes).
+- ``transformers``: a local causal LM (``model``: a folder) as the helper, no network
+  (:mod:`nudgerl.local_helper`). A small model rarely writes a clean list of exactly ``n``
+  hints, so its answer is started with ``1.`` and the numbered items of ``samples`` answers
+  are pooled: each item's first clause, at most ``max_hint_words`` words, distinct.
 
 :func:`build_pools` runs a backend over many problems with a concurrency limit,
 appends each finished problem to a ``.partial`` file (so a killed or failed run resumes
@@ -43,7 +47,7 @@ PoolBuildError = HelperStageError
 
 @dataclass
 class PoolConfig:
-    backend: str = "organism"  # "openai" | "organism"
+    backend: str = "organism"  # "openai" | "organism" | "transformers"
     n: int = 3  # hints per problem
     seed: int = 0
     # openai backend
@@ -58,6 +62,11 @@ class PoolConfig:
     timeout: float = 60.0
     # organism backend: probability that the always-right strategy is in a problem's pool
     p_correct: float = 0.6
+    # transformers backend: `model` is a local folder; `samples` answers per problem and try
+    top_p: float = 1.0
+    samples: int = 4
+    max_hint_words: int = 12
+    threads: int = 1
     extra: dict = field(default_factory=dict)
 
     @classmethod
@@ -150,12 +159,78 @@ class OpenAIHintBackend:
         raise err
 
 
+_CLAUSE_END = re.compile(r"(?<=[.;:!?])\s|\s[-\u2013\u2014]\s|,\s(?:which|where|and then)\b")
+
+
+def pooled_hints(texts: list[str], n: int, max_words: int) -> list[str]:
+    """``n`` distinct hints from the numbered items of several answers (first clause of each,
+    at most ``max_words`` words), or HintParseError."""
+    hints, seen = [], set()
+    for text in texts:
+        for line in (text or "").splitlines():
+            m = _NUMBERED.match(line)
+            if not m:
+                continue
+            hint = clean_hint(_CLAUSE_END.split(clean_hint(m.group(2)), 1)[0])
+            hint = clean_hint(" ".join(hint.split()[:max_words]))
+            if len(hint) >= 3 and hint.lower() not in seen:
+                seen.add(hint.lower())
+                hints.append(hint)
+    if len(hints) < n:
+        raise HintParseError(f"expected {n} distinct numbered hints, found {len(hints)} in {len(texts)} answers")
+    return hints[:n]
+
+
+class TransformersHintBackend:
+    """Hints from a local transformers model (the helper prompt of the openai backend)."""
+
+    ASSISTANT_PREFIX = "1."
+
+    def __init__(self, cfg: PoolConfig):
+        from .local_helper import LocalChatModel
+
+        self.cfg = cfg
+        self.llm = LocalChatModel(cfg.model, threads=cfg.threads)
+
+    def _prompt(self, record: dict) -> str:
+        messages = [{"role": "user", "content": HINT_PROMPT.format(problem=record["problem"], n=self.cfg.n)}]
+        return self.llm.prompt(messages, self.ASSISTANT_PREFIX)
+
+    def _params(self, attempt: int):
+        from .sampling import SamplingParams
+
+        c = self.cfg
+        return SamplingParams(n=c.samples, temperature=c.temperature, top_p=c.top_p, max_new_tokens=c.max_tokens,
+                              batch_size=256, seed=c.seed + attempt)
+
+    def prefetch(self, records: list[dict]) -> None:
+        self.llm.prefetch({r["id"]: self._prompt(r) for r in records}, self._params(0))
+
+    def propose(self, record: dict) -> tuple[list[str], dict]:
+        usage = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
+        prompt, last = self._prompt(record), None
+        for attempt in range(1 + self.cfg.parse_retries):
+            samples = self.llm.samples_for(record["id"], prompt, self._params(attempt), first_try=attempt == 0)
+            for k, v in self.llm.usage(prompt, samples).items():
+                usage[k] += v
+            try:
+                return pooled_hints([self.ASSISTANT_PREFIX + t for t, _ in samples], self.cfg.n,
+                                    self.cfg.max_hint_words), usage
+            except HintParseError as e:
+                last = e
+        err = HintParseError(f"{error_text(last)} (after {usage['calls']} tries)")
+        err.usage = usage
+        raise err
+
+
 def make_backend(cfg: PoolConfig):
+    if cfg.backend == "transformers":
+        return TransformersHintBackend(cfg)
     if cfg.backend == "organism":
         return OrganismHintBackend(cfg)
     if cfg.backend == "openai":
         return OpenAIHintBackend(cfg)
-    raise ValueError(f"unknown pool backend {cfg.backend!r}; use 'openai' or 'organism'")
+    raise ValueError(f"unknown pool backend {cfg.backend!r}; use 'openai', 'organism' or 'transformers'")
 
 
 # ---------------------------------------------------------------- driver
@@ -170,5 +245,7 @@ def build_pools(records: list[dict], cfg: PoolConfig, out_path: str | Path, back
         return {"hints": hints}, usage
 
     config = {k: v for k, v in asdict(cfg).items() if k != "extra"}
-    return run_per_problem(records, propose, out_path, cfg.concurrency, "pool", config,
-                           counter=getattr(backend, "api", None))
+    # one local model in one process: its problems go one at a time (batched up front)
+    concurrency = 1 if cfg.backend == "transformers" else cfg.concurrency
+    return run_per_problem(records, propose, out_path, concurrency, "pool", config,
+                           counter=getattr(backend, "api", None), prefetch=getattr(backend, "prefetch", None))

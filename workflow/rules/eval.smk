@@ -15,7 +15,7 @@ rule evaluate:
         out_dir=lambda w, output: os.path.dirname(output.summary),
     threads: THREADS
     resources:
-        mem_mb=2000,
+        mem_mb=declared_mem_mb("evaluate", 2000),
     conda:
         "../envs/nudgerl.yaml"
     log:

@@ -19,7 +19,7 @@ rule curve_eval:
         run_dir=lambda w, input: os.path.dirname(input.metrics),
     threads: THREADS
     resources:
-        mem_mb=2000,
+        mem_mb=declared_mem_mb("curve_eval", 2000),
     conda:
         "../envs/nudgerl.yaml"
     log:

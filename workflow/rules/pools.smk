@@ -2,6 +2,7 @@ rule strategy_pools:
     """Per training problem, candidate hints: the DVC stage `pools.stage` (cached, shareable)."""
     input:
         train=TRAIN,
+        deps=dvc_stage_deps(POOL_STAGE),
     output:
         pools=POOLS,
         stats=f"{POOLS}.stats.json",
@@ -36,7 +37,7 @@ rule rank_hints:
         prompt=lambda w: prompt_arg("nudgerl"),
     threads: THREADS
     resources:
-        mem_mb=2000,
+        mem_mb=declared_mem_mb("rank_hints", 2000),
     conda:
         "../envs/nudgerl.yaml"
     log:
@@ -52,6 +53,7 @@ rule oracle_solutions:
     """Oracle solutions for POPE: the DVC stage `pope.oracle_stage` (cached, shareable)."""
     input:
         train=TRAIN,
+        deps=dvc_stage_deps(ORACLE_STAGE),
     output:
         oracles=ORACLES,
         stats=f"{ORACLES}.stats.json",

