@@ -133,7 +133,10 @@ def test_compute_table(smoke_run):
     train = df[df.rule.str.startswith("train_")]
     assert set(train.method) >= {"grpo2", "grpo4", "grpo2_eps0.3", "nudgerl4", "pope2"}
     assert (train.rollout_tokens > 0).all() and (train.trained_tokens > train.rollout_tokens).all()
-    assert (df.wall_s > 0).all() and (df.max_rss_mb > 0).all()
+    assert (df.wall_s > 0).all()
+    # Snakemake samples memory while a job runs: jobs under a second may record none
+    long_jobs = df[df.rule.str.startswith("train_") | df.rule.isin(["evaluate", "base_model"])]
+    assert (long_jobs.max_rss_mb > 0).all()
     assert {"curve_eval", "evaluate", "base_model", "strategy_diversity", "case_study"} <= set(df.rule)
 
 
