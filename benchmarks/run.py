@@ -198,6 +198,7 @@ def main() -> None:
     ap.add_argument("--configfile", default="config/config.yaml")
     ap.add_argument("--cores", type=int, default=2)
     ap.add_argument("--out", default=str(REPO / "benchmarks" / "results.json"))
+    ap.add_argument("--keep", help="copy the default run's results/ here (tables, figures, ... for the README)")
     args = ap.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -220,6 +221,10 @@ def main() -> None:
             results = tmp / "default" / "results"
             model_dir = str(results / "models" / "base")
             res["rollout_efficiency"] = rollout_efficiency(results, config)
+            res["default"]["tables"] = {p.name: p.read_text() for p in sorted((results / "tables").glob("*.md"))}
+            if args.keep:
+                shutil.copytree(results, args.keep, dirs_exist_ok=True,
+                                ignore=shutil.ignore_patterns("checkpoints", "model", "models", "*.samples.jsonl"))
         res["nudgerl_step_overhead"] = perf.nudgerl_step_overhead(model_dir, config, tmp / "overhead")
         res["eval_throughput"] = perf.eval_throughput(model_dir, config)
         res["job_startup"] = perf.job_startup(model_dir, tmp / "startup")
