@@ -28,3 +28,26 @@ def copy_workflow(dest: Path) -> Path:
 @pytest.fixture
 def workdir(tmp_path):
     return copy_workflow(tmp_path)
+
+
+def save_tiny_model(path: Path) -> str:
+    """A randomly initialised 1-layer organism model and its tokenizer, saved at ``path``."""
+    import torch
+
+    from nudgerl.organism.base_model import BaseModelConfig, new_model
+    from nudgerl.organism.tokenizer import build_tokenizer
+
+    torch.manual_seed(0)
+    tok = build_tokenizer()
+    model = new_model(tok, BaseModelConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2))
+    model.generation_config.pad_token_id = tok.pad_token_id
+    model.generation_config.eos_token_id = tok.eos_token_id
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def tiny_model_dir(tmp_path_factory):
+    """One tiny random model per test module (read-only: tests train copies in their tmp dirs)."""
+    return save_tiny_model(tmp_path_factory.mktemp("tiny"))

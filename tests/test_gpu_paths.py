@@ -124,29 +124,23 @@ def test_organism_batching_unchanged():
         "per_device_train_batch_size": 32, "gradient_accumulation_steps": 1, "steps_per_generation": 1}
 
 
-def test_nudgerl_with_the_authors_prompts(tmp_path):
+def test_nudgerl_with_the_authors_prompts(tiny_model_dir, tmp_path):
     """x1 carries the authors' hint block, x0 is their hint-free turn, the reward reads <SOLUTION>."""
     import torch
 
     from nudgerl.cli import _problem_records
-    from nudgerl.organism.base_model import BaseModelConfig, new_model
-    from nudgerl.organism.tokenizer import build_tokenizer
     from nudgerl.rewards import correctness_reward
     from nudgerl.training.grpo import build_trainer
     from nudgerl.training.nudgerl import NudgeRLConfig, NudgeRLTrainer
 
     torch.manual_seed(0)
-    tok = build_tokenizer()
-    model = new_model(tok, BaseModelConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2))
-    model.save_pretrained(tmp_path / "m")
-    tok.save_pretrained(tmp_path / "m")
     t = BUILTIN_TEMPLATES["authors_nudgerl"]
     rows = [{"id": f"p{i}", "problem": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(2)]
     records = [{**r, "hints": ["double it", "count twice"]} for r in _problem_records(rows, t)]
     assert records[0]["answer_region"] == t.answer_region and records[0]["prompt"][0]["role"] == "system"
     nudge = NudgeRLConfig(M=2, K=2, p_drop=0.5)
     cfg = GRPORunConfig(num_generations=4, prompts_per_step=2, max_steps=1, max_completion_length=8)
-    trainer = build_trainer(NudgeRLTrainer, str(tmp_path / "m"), records, cfg, tmp_path / "run", nudge=nudge,
+    trainer = build_trainer(NudgeRLTrainer, tiny_model_dir, records, cfg, tmp_path / "run", nudge=nudge,
                             apply_hint=t.apply_hint)
     batch = [records[i // 4] for i in range(8)]
     nudged, contexts = trainer._nudge(batch)

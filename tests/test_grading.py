@@ -312,25 +312,7 @@ def test_hostile_completions_get_a_reward_in_bounded_time(where, scratch_cwd):
 # --- the counters reach the evaluation outputs --------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def random_model_dir(tmp_path_factory):
-    import torch
-
-    from nudgerl.organism.base_model import BaseModelConfig, new_model
-    from nudgerl.organism.tokenizer import build_tokenizer
-
-    torch.manual_seed(0)
-    d = tmp_path_factory.mktemp("random-model")
-    tok = build_tokenizer()
-    model = new_model(tok, BaseModelConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2))
-    model.generation_config.pad_token_id = tok.pad_token_id
-    model.generation_config.eos_token_id = tok.eos_token_id
-    model.save_pretrained(d)
-    tok.save_pretrained(d)
-    return str(d)
-
-
-def test_evaluation_summaries_count_outcomes_and_time_outs(random_model_dir, tmp_path, monkeypatch):
+def test_evaluation_summaries_count_outcomes_and_time_outs(tiny_model_dir, tmp_path, monkeypatch):
     from nudgerl.evaluation import evaluate_model
     from nudgerl.organism import task
     from nudgerl.sampling import SamplingParams
@@ -339,7 +321,7 @@ def test_evaluation_summaries_count_outcomes_and_time_outs(random_model_dir, tmp
     params = SamplingParams(n=4, max_new_tokens=24, seed=0)
 
     def grader_counts(out):
-        evaluate_model(random_model_dir, benchmarks, params, [1], out, progress=False)
+        evaluate_model(tiny_model_dir, benchmarks, params, [1], out, progress=False)
         counts = json.loads((out / "bench.summary.json").read_text())["grader"]
         rewards = [json.loads(line)["reward"] for line in (out / "bench.samples.jsonl").read_text().splitlines()]
         return counts, rewards

@@ -6,26 +6,11 @@ import torch
 
 from nudgerl.algorithms import inter_intra_advantages
 from nudgerl.organism import task
-from nudgerl.organism.base_model import BaseModelConfig, new_model
-from nudgerl.organism.tokenizer import build_tokenizer
 from nudgerl.prompts import organism_apply_hint
 from nudgerl.training.grpo import GRPORunConfig, build_trainer
 from nudgerl.training.nudgerl import NudgeRLConfig, NudgeRLTrainer
 
 HINTS = [task.STRATEGIES["difference_table"].hint, task.STRATEGIES["common_difference"].hint]
-
-
-@pytest.fixture(scope="module")
-def tiny_model_dir(tmp_path_factory):
-    torch.manual_seed(0)
-    d = tmp_path_factory.mktemp("tiny")
-    tok = build_tokenizer()
-    model = new_model(tok, BaseModelConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2))
-    model.generation_config.pad_token_id = tok.pad_token_id
-    model.generation_config.eos_token_id = tok.eos_token_id
-    model.save_pretrained(d)
-    tok.save_pretrained(d)
-    return str(d)
 
 
 def _trainer(model_dir, tmp_path, nudge, **grpo):

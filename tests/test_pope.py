@@ -48,20 +48,13 @@ def test_prompt_styles():
         guided_prompt(tok, "x", "y", "sideways")
 
 
-def test_prefix_tokens_carry_zero_loss_weight(tmp_path):
-    from nudgerl.organism.base_model import BaseModelConfig, new_model
-
+def test_prefix_tokens_carry_zero_loss_weight(tiny_model_dir, tmp_path):
     tok = build_tokenizer()
-    model = new_model(tok, BaseModelConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2))
-    model.generation_config.pad_token_id = tok.pad_token_id
-    model.generation_config.eos_token_id = tok.eos_token_id
-    model.save_pretrained(tmp_path / "m")
-    tok.save_pretrained(tmp_path / "m")
     train = [p.to_record() for p in task.training_problems(0, 2, 1.0)]
     oracles = {r["id"]: task.trace(r["terms"], task.RARE_CORRECT_STRATEGY) for r in train}
     rows = pope_records(tok, train, oracles, POPEConfig(guided_fraction=1.0))
     cfg = GRPORunConfig(num_generations=2, prompts_per_step=2, max_steps=1, max_completion_length=8)
-    trainer = build_trainer(__import__("trl").GRPOTrainer, str(tmp_path / "m"), rows, cfg, tmp_path)
+    trainer = build_trainer(__import__("trl").GRPOTrainer, tiny_model_dir, rows, cfg, tmp_path)
     trainer.model.train()
     batch = [rows[i // 2] for i in range(4)]
     out = trainer._generate_and_score_completions(batch)

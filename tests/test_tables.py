@@ -46,8 +46,6 @@ def test_mismatched_problem_ids_across_seeds_is_an_error(tmp_path):
 def test_paired_test_marks_a_real_difference_and_not_noise(tmp_path):
     import numpy as np
 
-    from nudgerl.algorithms import paired_permutation_test
-
     rng = np.random.default_rng(1)
     # 40 problems: method a solves 30 more, b none of them; the rest identical
     base = rng.integers(0, 5, size=40)

@@ -175,7 +175,16 @@ class _Deadline(BaseException):
     """Raised by our alarm; a BaseException so math-verify's ``except Exception`` lets it through."""
 
 
+@lru_cache(maxsize=1)
+def _warm_up() -> None:
+    """Import math-verify/sympy and build their lazy regexes once, outside any time limit: an
+    alarm that lands inside a first import would time out a valid answer (and could leave
+    a module half-imported)."""
+    _judge_unbounded("\\boxed{1}", "1")
+
+
 def _judge_under_alarm(completion: str, gold: str, limit: float) -> str:
+    _warm_up()
     armed = [False]
 
     def on_alarm(signum, frame):

@@ -7,22 +7,16 @@ Rows for problems that are not in the training split are skipped and counted.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+
+from .io import json_rows
 
 
 def _rows(path: str | Path):
-    with open(path) as f:
-        for line_no, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{line_no}: not valid JSON ({e.msg})") from None
-            if not isinstance(row, dict) or not isinstance(row.get("id"), str) or not row["id"]:
-                raise ValueError(f"{path}:{line_no}: expected an object with a string 'id'")
-            yield line_no, row
+    for line_no, row in json_rows(path):
+        if not isinstance(row, dict) or not isinstance(row.get("id"), str) or not row["id"]:
+            raise ValueError(f"{path}:{line_no}: expected an object with a string 'id'")
+        yield line_no, row
 
 
 def _read_by_id(path, field: str, check, what: str, train_ids=None, log=print) -> dict:

@@ -48,31 +48,36 @@ def read_jsonl(path: str | Path) -> list[dict]:
     return rows
 
 
-def read_problems(path: str | Path) -> list[dict]:
-    """Problem rows (training split or benchmark), validated: every row needs a unique
-    string ``id``, a non-empty string ``problem`` and a non-empty ``answer``; an empty file
-    is an error. A bad row raises an error naming file and line, never a silent zero reward."""
-    rows, seen = [], {}
+def json_rows(path: str | Path):
+    """(line number, parsed row) of a JSONL file, blank lines skipped; bad JSON names file:line."""
     with open(path) as f:
         for line_no, line in enumerate(f, start=1):
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
+                yield line_no, json.loads(line)
             except json.JSONDecodeError as e:
                 raise ValueError(f"{path}:{line_no}: not valid JSON ({e.msg})") from None
-            if not isinstance(row, dict):
-                raise ValueError(f"{path}:{line_no}: expected a JSON object, got {type(row).__name__}")
-            for key in ("id", "problem"):
-                if not isinstance(row.get(key), str) or not row[key].strip():
-                    raise ValueError(f"{path}:{line_no}: '{key}' must be a non-empty string, got {row.get(key)!r}")
-            answer = row.get("answer")
-            if answer is None or (isinstance(answer, str) and not answer.strip()):
-                raise ValueError(f"{path}:{line_no}: problem {row['id']!r} has no answer")
-            if row["id"] in seen:
-                raise ValueError(f"{path}:{line_no}: duplicate id {row['id']!r} (first on line {seen[row['id']]})")
-            seen[row["id"]] = line_no
-            rows.append({**row, "answer": str(answer)})
+
+
+def read_problems(path: str | Path) -> list[dict]:
+    """Problem rows (training split or benchmark), validated: every row needs a unique
+    string ``id``, a non-empty string ``problem`` and a non-empty ``answer``; an empty file
+    is an error. A bad row raises an error naming file and line, never a silent zero reward."""
+    rows, seen = [], {}
+    for line_no, row in json_rows(path):
+        if not isinstance(row, dict):
+            raise ValueError(f"{path}:{line_no}: expected a JSON object, got {type(row).__name__}")
+        for key in ("id", "problem"):
+            if not isinstance(row.get(key), str) or not row[key].strip():
+                raise ValueError(f"{path}:{line_no}: '{key}' must be a non-empty string, got {row.get(key)!r}")
+        answer = row.get("answer")
+        if answer is None or (isinstance(answer, str) and not answer.strip()):
+            raise ValueError(f"{path}:{line_no}: problem {row['id']!r} has no answer")
+        if row["id"] in seen:
+            raise ValueError(f"{path}:{line_no}: duplicate id {row['id']!r} (first on line {seen[row['id']]})")
+        seen[row["id"]] = line_no
+        rows.append({**row, "answer": str(answer)})
     if not rows:
         raise ValueError(f"{path}: no problems (empty file)")
     return rows

@@ -14,6 +14,26 @@ from __future__ import annotations
 from pathlib import Path
 
 
+class LocalHelperBackend:
+    """What the pool and oracle stages' transformers backends share: the local model, its
+    sampling parameters (a new seed per attempt) and the up-front batch. Subclasses define
+    ``_prompt(record)``; ``cfg`` has model, threads, samples, temperature, top_p, max_tokens, seed."""
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self.llm = LocalChatModel(cfg.model, threads=cfg.threads)
+
+    def _params(self, attempt: int):
+        from .sampling import SamplingParams
+
+        c = self.cfg
+        return SamplingParams(n=c.samples, temperature=c.temperature, top_p=c.top_p, max_new_tokens=c.max_tokens,
+                              batch_size=256, seed=c.seed + attempt)
+
+    def prefetch(self, records: list[dict]) -> None:
+        self.llm.prefetch({r["id"]: self._prompt(r) for r in records}, self._params(0))
+
+
 class LocalChatModel:
     """A local chat model: ``messages -> samples``, with token accounting like the API client."""
 

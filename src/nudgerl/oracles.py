@@ -18,6 +18,7 @@ from pathlib import Path
 
 from .grading import grade
 from .helper_stage import CountingOpenAI, HelperStageError, config_from_dict, error_text, run_per_problem
+from .local_helper import LocalHelperBackend
 
 SYSTEM_PROMPT = "You are a helpful assistant."
 
@@ -101,28 +102,12 @@ class OpenAIOracleBackend:
         raise err
 
 
-class TransformersOracleBackend:
+class TransformersOracleBackend(LocalHelperBackend):
     """Oracle solutions from a local transformers model (same messages as the openai backend)."""
-
-    def __init__(self, cfg: OracleConfig):
-        from .local_helper import LocalChatModel
-
-        self.cfg = cfg
-        self.llm = LocalChatModel(cfg.model, threads=cfg.threads)
 
     def _prompt(self, record: dict) -> str:
         return self.llm.prompt([{"role": "system", "content": self.cfg.system_prompt},
                                 {"role": "user", "content": record["problem"]}])
-
-    def _params(self, attempt: int):
-        from .sampling import SamplingParams
-
-        c = self.cfg
-        return SamplingParams(n=c.samples, temperature=c.temperature, top_p=c.top_p, max_new_tokens=c.max_tokens,
-                              batch_size=256, seed=c.seed + attempt)
-
-    def prefetch(self, records: list[dict]) -> None:
-        self.llm.prefetch({r["id"]: self._prompt(r) for r in records}, self._params(0))
 
     def propose(self, record: dict) -> tuple[dict, dict]:
         usage = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0}

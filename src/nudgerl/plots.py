@@ -1,22 +1,12 @@
-"""Figures (matplotlib, Agg backend): consistent colours and labels per method."""
+"""The training-reward figure (matplotlib, Agg backend); colours from :func:`nudgerl.figures.method_style`."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from .figures import method_style
 from .io import read_jsonl
 from .tables import method_label
-
-METHOD_COLORS = {
-    "base": "#7f7f7f",
-    "grpo8": "#9ecae1",
-    "grpo16": "#4292c6",
-    "grpo32": "#08519c",
-    "grpo64": "#08306b",
-    "nudgerl8": "#d62728",
-    "pope8": "#2ca02c",
-}
-
 
 def _method_of(run_dir: str) -> str:
     # results/runs/<method>/seed<k>
@@ -47,7 +37,7 @@ def training_curves(run_dirs: list[str], out: str | Path, window: int = 5) -> Pa
         method = _method_of(run)
         seed = Path(run).name
         steps = [r["step"] for r in rows]
-        color = METHOD_COLORS.get(method)
+        color = method_style(method)["color"]
         label = f"{method_label(method)} {seed}"
         ax_r.plot(steps, _smooth([r["reward_mean"] for r in rows], window), color=color, label=label)
         ax_t.plot([r["cumulative_rollout_tokens"] / 1e3 for r in rows],

@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .helper_stage import CountingOpenAI, HelperStageError, config_from_dict, error_text, run_per_problem
+from .local_helper import LocalHelperBackend
 
 HINT_PROMPT = (
     "Here is a math problem:\n\n{problem}\n\n"
@@ -181,30 +182,14 @@ def pooled_hints(texts: list[str], n: int, max_words: int) -> list[str]:
     return hints[:n]
 
 
-class TransformersHintBackend:
+class TransformersHintBackend(LocalHelperBackend):
     """Hints from a local transformers model (the helper prompt of the openai backend)."""
 
     ASSISTANT_PREFIX = "1."
 
-    def __init__(self, cfg: PoolConfig):
-        from .local_helper import LocalChatModel
-
-        self.cfg = cfg
-        self.llm = LocalChatModel(cfg.model, threads=cfg.threads)
-
     def _prompt(self, record: dict) -> str:
         messages = [{"role": "user", "content": HINT_PROMPT.format(problem=record["problem"], n=self.cfg.n)}]
         return self.llm.prompt(messages, self.ASSISTANT_PREFIX)
-
-    def _params(self, attempt: int):
-        from .sampling import SamplingParams
-
-        c = self.cfg
-        return SamplingParams(n=c.samples, temperature=c.temperature, top_p=c.top_p, max_new_tokens=c.max_tokens,
-                              batch_size=256, seed=c.seed + attempt)
-
-    def prefetch(self, records: list[dict]) -> None:
-        self.llm.prefetch({r["id"]: self._prompt(r) for r in records}, self._params(0))
 
     def propose(self, record: dict) -> tuple[list[str], dict]:
         usage = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
