@@ -155,3 +155,22 @@ def test_micro_batches_must_divide_every_generation_batch(default_config):
     cfg["grpo"]["per_device_train_batch_size"] = 24  # 8 prompts x N=8 = 64 rollouts: not 2 x 24
     msg = _error(cfg)
     assert "grpo.per_device_train_batch_size" in msg and "N=8" in msg and "64 rollouts" in msg
+
+
+def test_missing_local_datasets_and_models_are_named_before_any_job(tmp_path):
+    from snakemake.utils import update_config  # how Snakemake merges --configfile files
+
+    cfg = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    offline = yaml.safe_load((REPO / "config" / "offline.yaml").read_text())
+    for name in ("paper.yaml", "offline.yaml"):
+        update_config(cfg, yaml.safe_load((REPO / "config" / name).read_text()))
+    cfg["data"]["local_dir"] = str(tmp_path)  # an empty folder: every local file is missing
+    cfg["models"][0]["path"] = str(tmp_path / "no-such-model")
+    msg = _error(cfg)
+    assert "'data.train.path'" in msg and "dapo_math_17k.jsonl" in msg and "data.local_dir" in msg
+    assert "'data.benchmarks.aime24.path'" in msg
+    assert "models[0].path" in msg and "does not exist" in msg
+    for name in ["dapo_math_17k.jsonl", *(s["path"] for s in offline["data"]["benchmarks"].values())]:
+        (tmp_path / name).write_text("{}\n")
+    (tmp_path / "no-such-model").mkdir()
+    validate_config(cfg)  # all present: no error

@@ -1,6 +1,7 @@
 """config/smollm2.yaml without running it: `snakemake -n --configfile config/smollm2.yaml`
 builds the SmolLM2 job list (GGUF conversion, data, local-model helper stages, GRPO/POPE/
-NudgeRL with LoRA, evaluation, Table 1). Needs neither the model package nor the data."""
+NudgeRL with LoRA, evaluation, Table 1). Needs neither the model package nor the data
+(empty stand-in files satisfy the preflight's existence check)."""
 
 import re
 import subprocess
@@ -16,9 +17,21 @@ def job_counts(out: str) -> dict[str, int]:
     return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)\s*$", table, re.M)}
 
 
+def stand_in_data(workdir) -> str:
+    """Empty files where config/smollm2.yaml's datasets are: preflight checks that local
+    datasets exist before any job starts, and a dry run reads none of them."""
+    cfg = yaml.safe_load((REPO / "config" / "smollm2.yaml").read_text())["data"]
+    data = workdir / "stand-in-data"
+    data.mkdir(exist_ok=True)
+    for spec in [cfg["train"], *cfg["benchmarks"].values()]:
+        (data / spec["path"]).write_text("")
+    (workdir / "config" / "stand_in_data.yaml").write_text(yaml.safe_dump({"data": {"local_dir": str(data)}}))
+    return "config/stand_in_data.yaml"
+
+
 def dry_run(workdir, *extra):
-    proc = subprocess.run(["snakemake", "-n", "-p", *extra, "--configfile", "config/smollm2.yaml"], cwd=workdir,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(["snakemake", "-n", "-p", *extra, "--configfile", "config/smollm2.yaml",
+                           stand_in_data(workdir)], cwd=workdir, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     return proc.stdout + proc.stderr
 
@@ -64,7 +77,7 @@ def test_gguf_model_must_live_under_results_models(smol, tmp_path):
     bad = yaml.safe_load((workdir / "config" / "smollm2.yaml").read_text())
     bad["models"][0]["path"] = "elsewhere/smol"
     (workdir / "config" / "bad.yaml").write_text(yaml.safe_dump(bad))
-    proc = subprocess.run(["snakemake", "-n", "--configfile", "config/bad.yaml"], cwd=workdir,
+    proc = subprocess.run(["snakemake", "-n", "--configfile", "config/bad.yaml", stand_in_data(workdir)], cwd=workdir,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0
     assert "a model with 'gguf' is converted into results/models/smollm2_135m" in proc.stdout + proc.stderr
@@ -77,7 +90,8 @@ def test_dry_run_without_the_model_package(smol):
     cfg = yaml.safe_load((workdir / "config" / "smollm2.yaml").read_text())
     cfg["models"][0]["gguf"]["package"] = "no_such_package_xyz"
     (workdir / "config" / "nopkg.yaml").write_text(yaml.safe_dump(cfg))
-    proc = subprocess.run(["snakemake", "-n", "-p", "--configfile", "config/nopkg.yaml"], cwd=workdir,
+    proc = subprocess.run(["snakemake", "-n", "-p", "--configfile", "config/nopkg.yaml", stand_in_data(workdir)],
+                          cwd=workdir,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     out = proc.stdout + proc.stderr

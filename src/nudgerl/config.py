@@ -62,6 +62,7 @@ def preflight(config: dict) -> list[str]:
         for key in ("models", "data"):
             if not config.get(key):
                 problems.append(f"config key '{key}' is required when task is 'math'")
+        problems += check_real_inputs(config)
     from .prompts import resolve_template
 
     for use in ("train", "nudgerl", "eval"):
@@ -170,6 +171,31 @@ def check_dvc_stages(config: dict, root: str | Path = ".") -> list[str]:
     if "nudgerl" in config and isinstance(pool.get("n"), int) and pool["n"] < M:
         problems.append(f"config key 'nudgerl.M' ({M}) exceeds the pool size (params.yaml "
                         f"{named[0][1]}.n = {pool['n']}): lower M or ask the helper for more hints")
+    return problems
+
+
+def check_real_inputs(config: dict) -> list[str]:
+    """Local datasets and models named by a real-data config exist before any job starts.
+    A dataset's relative ``path`` resolves against ``data.local_dir`` (as the loader does); a
+    model folder that a rule builds (``gguf``) or a hub id is not checked."""
+    problems = []
+    data = config.get("data") or {}
+    local_dir = data.get("local_dir")
+    specs = [("data.train", data.get("train") or {})]
+    specs += [(f"data.benchmarks.{name}", spec or {}) for name, spec in (data.get("benchmarks") or {}).items()]
+    for key, spec in specs:
+        path = spec.get("path")
+        if not path or spec.get("hf"):
+            continue
+        full = Path(path).expanduser()
+        if not full.is_absolute() and local_dir:
+            full = Path(local_dir).expanduser() / full
+        if not full.exists():
+            problems.append(f"config key '{key}.path': dataset file {str(full)!r} does not exist; fix the path "
+                            f"or 'data.local_dir' ({local_dir!r}), or name a Hugging Face dataset in '{key}.hf'")
+    for i, model in enumerate(config.get("models") or []):
+        if not model.get("gguf"):
+            problems += check_local_path(f"models[{i}].path", model.get("path"))
     return problems
 
 
