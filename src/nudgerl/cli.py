@@ -125,9 +125,19 @@ def _run_outputs(run_dir: Path) -> list[Path]:
     return [p for p in (run_dir / "metrics.jsonl", run_dir / "train_report.json", run_dir / "checkpoints") if p.exists()]
 
 
+def _finish_run(args, out: Path, report: dict, config: dict, inputs: list) -> None:
+    """A trainer job's last writes: its report, then the model's provenance sidecar (config,
+    seed, inputs, and hashes of the model, metrics, report and checkpoints)."""
+    from .io import atomic_write_text, write_provenance
+
+    atomic_write_text(out / "train_report.json", json.dumps(report, indent=2, default=str))
+    write_provenance(out / "model", {**config, "model": args.model, "revision": args.revision, "prompt": args.prompt},
+                     {"train": args.seed}, [args.model, *inputs], outputs=_run_outputs(out))
+
+
 def cmd_train_grpo(args) -> None:
     _threads(args.threads)
-    from .io import atomic_write_text, read_problems, write_provenance
+    from .io import read_problems
     from .training.grpo import GRPORunConfig, train_grpo
 
     params = dict(args.params, num_generations=args.num_generations, seed=args.seed)
@@ -136,12 +146,8 @@ def cmd_train_grpo(args) -> None:
     assert isinstance(cfg, GRPORunConfig)
     records = _problem_records(read_problems(args.train), template)
     out = Path(args.out_dir)
-    report = train_grpo(args.model, records, cfg, out, revision=args.revision,
-                        provenance=({**params, "model": args.model, "revision": args.revision, "prompt": args.prompt},
-                                    {"train": args.seed}, [args.train]))
-    atomic_write_text(out / "train_report.json", json.dumps(report, indent=2, default=str))
-    write_provenance(out / "model", {**params, "model": args.model, "revision": args.revision, "prompt": args.prompt},
-                     {"train": args.seed}, [args.model, args.train], outputs=_run_outputs(out))
+    report = train_grpo(args.model, records, cfg, out, revision=args.revision)
+    _finish_run(args, out, report, params, [args.train])
 
 
 def cmd_evaluate(args) -> None:
@@ -214,7 +220,7 @@ def cmd_make_oracles(args) -> None:
 def cmd_train_pope(args) -> None:
     _threads(args.threads)
     from .helper_outputs import read_oracles
-    from .io import atomic_write_text, read_problems, write_provenance
+    from .io import read_problems
     from .training.grpo import GRPORunConfig
     from .training.pope import POPEConfig, train_pope
 
@@ -226,13 +232,8 @@ def cmd_train_pope(args) -> None:
     train = read_problems(args.train)
     oracles = read_oracles(args.oracles, train_ids={r["id"] for r in train})
     out = Path(args.out_dir)
-    report = train_pope(args.model, train, oracles, cfg, pope, out, template=template, revision=args.revision,
-                        provenance=({**params, "pope": args.pope, "model": args.model, "revision": args.revision,
-                                     "prompt": args.prompt}, {"train": args.seed}, [args.train, args.oracles]))
-    atomic_write_text(out / "train_report.json", json.dumps(report, indent=2, default=str))
-    write_provenance(out / "model", {**params, "pope": args.pope, "model": args.model, "revision": args.revision,
-                                     "prompt": args.prompt}, {"train": args.seed},
-                     [args.model, args.train, args.oracles], outputs=_run_outputs(out))
+    report = train_pope(args.model, train, oracles, cfg, pope, out, template=template, revision=args.revision)
+    _finish_run(args, out, report, {**params, "pope": args.pope}, [args.train, args.oracles])
 
 
 def cmd_rank_hints(args) -> None:
@@ -250,7 +251,7 @@ def cmd_rank_hints(args) -> None:
 def cmd_train_nudgerl(args) -> None:
     _threads(args.threads)
     from .helper_outputs import read_pools
-    from .io import atomic_write_text, read_problems, write_provenance
+    from .io import read_problems
     from .training.grpo import GRPORunConfig
     from .training.nudgerl import NudgeRLConfig, train_nudgerl
 
@@ -267,13 +268,8 @@ def cmd_train_nudgerl(args) -> None:
             raise KeyError(f"{args.pools} has no pool for training problem {rec['id']!r}")
         records.append({**rec, "hints": pools[rec["id"]]})
     out = Path(args.out_dir)
-    report = train_nudgerl(args.model, records, cfg, nudge, out, template=template, revision=args.revision,
-                           provenance=({**params, "nudge": args.nudge, "model": args.model, "revision": args.revision,
-                                        "prompt": args.prompt}, {"train": args.seed}, [args.train, args.pools]))
-    atomic_write_text(out / "train_report.json", json.dumps(report, indent=2, default=str))
-    write_provenance(out / "model", {**params, "nudge": args.nudge, "model": args.model, "revision": args.revision,
-                                     "prompt": args.prompt}, {"train": args.seed},
-                     [args.model, args.train, args.pools], outputs=_run_outputs(out))
+    report = train_nudgerl(args.model, records, cfg, nudge, out, template=template, revision=args.revision)
+    _finish_run(args, out, report, {**params, "nudge": args.nudge}, [args.train, args.pools])
 
 
 def cmd_table(args) -> None:

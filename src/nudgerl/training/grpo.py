@@ -14,7 +14,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..io import atomic_write_text, write_provenance
+from ..io import atomic_write_text
 
 
 @dataclass
@@ -297,11 +297,9 @@ def build_trainer(trainer_cls, model_dir: str, train_records: list[dict], cfg, r
 
 
 def run_training(trainer_cls, model_dir, train_records, cfg, run_dir: Path, revision: str | None = None,
-                 provenance: tuple | None = None, **extra) -> dict:
-    """Train (resuming from the last complete checkpoint if one exists), save the final model.
-
-    ``provenance`` = (config, seeds, inputs) for :func:`nudgerl.io.write_provenance`, written
-    into the model folder before it is renamed into place."""
+                 **extra) -> dict:
+    """Train (resuming from the last complete checkpoint if one exists), save the final model
+    (its provenance sidecar is the caller's: it also covers the report written afterwards)."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     # Live metrics sit beside the checkpoints (kept if the job dies); the declared output
@@ -333,8 +331,6 @@ def run_training(trainer_cls, model_dir, train_records, cfg, run_dir: Path, revi
     if final_dir.exists():
         shutil.rmtree(final_dir)
     os.replace(tmp_dir, final_dir)
-    if provenance is not None:  # after the rename, so the hashed paths are the final ones
-        write_provenance(final_dir, *provenance)
     atomic_write_text(run_dir / "metrics.jsonl", metrics_path.read_text())
     return {
         "resumed_from_step": resume_step,
@@ -346,7 +342,7 @@ def run_training(trainer_cls, model_dir, train_records, cfg, run_dir: Path, revi
 
 
 def train_grpo(model_dir: str, train_records: list[dict], cfg: GRPORunConfig, run_dir: Path,
-               revision: str | None = None, provenance: tuple | None = None) -> dict:
+               revision: str | None = None) -> dict:
     from trl import GRPOTrainer
 
-    return run_training(GRPOTrainer, model_dir, train_records, cfg, run_dir, revision=revision, provenance=provenance)
+    return run_training(GRPOTrainer, model_dir, train_records, cfg, run_dir, revision=revision)

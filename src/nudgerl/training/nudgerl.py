@@ -227,8 +227,7 @@ class NudgeRLTrainer(GRPOTrainer):
 
 
 def train_nudgerl(model_dir: str, train_records: list[dict], cfg, nudge: NudgeRLConfig, run_dir,
-                  hint_style: str = "organism", template=None, revision: str | None = None,
-                  provenance: tuple | None = None) -> dict:
+                  hint_style: str = "organism", template=None, revision: str | None = None) -> dict:
     """Train NudgeRL (N = M x K rollouts per prompt), resuming from the last checkpoint.
     ``template`` (a PromptTemplate) inserts the hints; without one, the organism's hint line."""
     from dataclasses import asdict
@@ -238,6 +237,6 @@ def train_nudgerl(model_dir: str, train_records: list[dict], cfg, nudge: NudgeRL
 
     apply_hint = template.apply_hint if template is not None else HINT_STYLES[hint_style]
     report = run_training(NudgeRLTrainer, model_dir, train_records, cfg, run_dir, revision=revision,
-                          provenance=provenance, nudge=nudge, apply_hint=apply_hint)
+                          nudge=nudge, apply_hint=apply_hint)
     report["nudge"] = asdict(nudge)
     return report
