@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import perf  # noqa: E402
 
 TRAIN_RULES = ("train_grpo", "train_nudgerl", "train_pope", "base_model")
+WALL_TARGET_S = 900  # the default, cold, on 2 cores: 3 replicates of Table 1 + ablations within 15 min
 WORKFLOW = ("Snakefile", "workflow", "config", "profiles", "dvc.yaml", "params.yaml", ".gitignore")
 
 
@@ -95,8 +96,8 @@ def run_default(work: Path, configfile: str, cores: int) -> dict:
         "share_of_training_time_with_2_jobs": round(sum(len(s["jobs"]) >= 2 for s in training) / max(1, len(training)), 3),
         "cpu_utilisation_overall": round(sum(s["cpu"] for s in sampler.samples) / max(1, len(sampler.samples)) / cores, 3),
         "per_rule": dict(sorted(per_rule.items(), key=lambda kv: -kv[1]["wall_s"])),
-        "target": "wall_seconds <= 600",
-        "met": wall <= 600,
+        "target": f"wall_seconds <= {WALL_TARGET_S}",
+        "met": wall <= WALL_TARGET_S,
     }
 
 
@@ -136,7 +137,8 @@ def rollout_efficiency(results: Path, config: dict, reference: str = "grpo32") -
     method = f"nudgerl{nudge['M'] * nudge['K']}"
     out = {"reference": reference, "method": method, "benchmarks": config["eval"]["curve"]["benchmarks"],
            "samples_per_checkpoint_problem": config["eval"]["curve"]["samples"], "per_seed": []}
-    for seed in config["seeds"]:
+    curve_seeds = config["eval"]["curve"].get("seeds") or config["seeds"][:1]
+    for seed in curve_seeds:
         ref = _curve(results / "curves" / reference / f"seed{seed}" / "curve.jsonl")
         cur = _curve(results / "curves" / method / f"seed{seed}" / "curve.jsonl")
         target, lo, hi = bootstrap_ci(ref[-1]["p"])
@@ -174,13 +176,13 @@ def missed_targets(res: dict) -> list[str]:
         if not d["met"]:
             rules = d["per_rule"]
             total = sum(r["wall_s"] for r in rules.values())
-            serial = rules.get("base_model", {}).get("wall_s", 0.0)
             top = ", ".join(f"{k} {v['wall_s']:.0f} s ({v['jobs']} jobs)" for k, v in list(rules.items())[:5])
+            target = WALL_TARGET_S / 60
             out.append(
-                f"default wall time {d['wall_seconds'] / 60:.1f} min vs <= 10 min (over by {d['wall_seconds'] / 60 - 10:.1f} "
-                f"min, {d['wall_seconds'] / 600 - 1:.0%}): the jobs sum to {total / 60:.1f} min of wall time; the base "
-                f"model ({serial:.0f} s) runs alone before anything else can start, so even perfect packing of the rest "
-                f"on {d['cores']} cores needs {(serial + (total - serial) / d['cores']) / 60:.1f} min. Largest: {top}")
+                f"default wall time {d['wall_seconds'] / 60:.1f} min vs <= {target:.0f} min (over by "
+                f"{d['wall_seconds'] / 60 - target:.1f} min, {d['wall_seconds'] / WALL_TARGET_S - 1:.0%}): the jobs sum "
+                f"to {total / 60:.1f} min of wall time, so even perfect packing on {d['cores']} cores needs "
+                f"{total / d['cores'] / 60:.1f} min. Largest: {top}")
         m = res["peak_memory"]
         if not m["met"]:
             out.append(f"peak memory {m['max_rss_mb']:.0f} MB ({m['largest_job']}) vs <= 2048 MB")
@@ -204,7 +206,8 @@ def summary_markdown(res: dict) -> str:
                      f"{s[kind]['vllm_imported']}/{s[kind]['openai_imported']}) | <= 10 s | {s[kind]['total_s'] <= 10} |")
     if "default" in res:
         d = res["default"]
-        lines.append(f"| default wall time, cold | {d['wall_seconds'] / 60:.1f} min | <= 10 min | {d['met']} |")
+        lines.append(f"| default wall time, cold | {d['wall_seconds'] / 60:.1f} min | <= {WALL_TARGET_S // 60} min | "
+                     f"{d['met']} |")
         lines.append(f"| CPU use while training jobs run | {d['cpu_utilisation_while_training']} of {d['cores']} cores "
                      f"(2 jobs at once {d['share_of_training_time_with_2_jobs']:.0%} of that time) | both busy | - |")
         m = res["peak_memory"]
@@ -262,7 +265,7 @@ def main() -> None:
             res["default"] = run_default(tmp / "default", args.configfile, args.cores)
             res["peak_memory"] = peak_memory(res["default"])
             results = tmp / "default" / "results"
-            model_dir = str(results / "models" / "base")
+            model_dir = str(results / "models" / "base" / f"seed{config['seeds'][0]}")
             res["rollout_efficiency"] = rollout_efficiency(results, config)
             res["default"]["tables"] = {p.name: p.read_text() for p in sorted((results / "tables").glob("*.md"))}
             if args.keep:

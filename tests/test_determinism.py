@@ -12,8 +12,9 @@ from nudgerl.organism.base_model import BaseModelConfig, train_base_model
 from nudgerl.sampling import SamplingParams, chat_prompt, generate, load_policy
 from nudgerl.training.grpo import GRPORunConfig, train_grpo
 
-TINY = dict(examples=128, epochs=1.0, arithmetic_drills=1, drill_epochs=1.0, arithmetic_replay=0,
-            hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, batch_size=32, warmup_steps=2)
+TINY = dict(examples=128, arithmetic_drills=1, drill_epochs=1.0, arithmetic_replay=0, max_steps=6, cycle_steps=4, anneal_steps=2,
+            check_every=2, check_problems=4, hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2,
+            batch_size=32, warmup_steps=2)
 # Wall-clock fields: the only ones of a metrics row that may differ between identical runs.
 TIMING = {"step_time", "wall_step_time"}
 

@@ -36,10 +36,8 @@ def test_nudged_rollouts_advantages_and_hint_free_x0(tiny_model_dir, tmp_path):
         assert (HINTS[c] in text) if c is not None else ("hint" not in text)
         assert "hint" not in row["x0_prompt"][-1]["content"]
 
-    trainer._nudge_rng = np.random.default_rng(123)
     out = trainer._generate_and_score_completions(batch)
-    trainer._nudge_rng = np.random.default_rng(123)
-    _, contexts = trainer._nudge(batch)
+    _, contexts = trainer._nudge(batch)  # same step, same groups: the same nudges
     tok = trainer.processing_class
     for ids, mask in zip(out["x0_prompt_ids"], out["x0_prompt_mask"]):
         x0 = tok.decode(ids[mask.bool()])
@@ -59,7 +57,7 @@ def test_distillation_term_matches_direct_log_probs(tiny_model_dir, tmp_path, p_
     trainer, batch = _trainer(tiny_model_dir, tmp_path, nudge)
     trainer.model.train()
     trainer.current_gradient_accumulation_steps = 1  # set by the training loop in real runs
-    trainer._nudge_rng = np.random.default_rng(7)
+    trainer.state.global_step = 3  # another step's nudges
     out = trainer._generate_and_score_completions(batch)
     if p_drop:
         assert 0 < int(out["hinted"].sum()) < len(batch)  # both kinds of row are exercised

@@ -83,3 +83,66 @@ def test_tokenizer_covers_every_prompt_and_trace():
         assert tok.decode(ids) == text
     prompt = tok.apply_chat_template([{"role": "user", "content": "find"}], tokenize=False, add_generation_prompt=True)
     assert prompt.endswith("<|im_start|> assistant ")
+
+
+def test_validation_problems_are_never_trained_on_nor_benchmarks():
+    val = task.validation_problems(0, 1000)
+    assert len(val) > 60 and all(task.is_validation(p.coeffs) for p in val)
+    trained = {p.coeffs for p in task.training_problems(0, 5000, 0.7)}
+    held = {p.coeffs for ps in task.evaluation_sets(0, {"a": (100, 0.8)}).values() for p in ps}
+    assert not {p.coeffs for p in val} & (trained | held)
+    assert task.MAX_TRACE_TOKENS > max(len(task.trace(p.terms, s).split()) for p in val for s in task.STRATEGIES)
+
+
+def test_packed_batches_give_the_padded_batch_loss():
+    """The SFT packs each batch's examples into shared rows; attention stays within each
+    example, so the loss is the one of the same examples padded one per row."""
+    import torch
+
+    from nudgerl.organism import base_model as bm
+
+    tok = build_tokenizer()
+    torch.manual_seed(0)
+    model = bm.new_model(tok, bm.BaseModelConfig(hidden_size=32, intermediate_size=64, num_layers=2, num_heads=2))
+    examples = bm.sft_examples(bm.BaseModelConfig(examples=100, arithmetic_replay=0))[:48]
+    batch = bm._Corpus(tok, examples, 48, torch.Generator().manual_seed(0)).next_batch()
+    assert batch["input_ids"].shape[0] < 48  # several examples share a row
+    seqs, labels = bm._encode(tok, examples)
+    width = max(map(len, seqs))
+    ids = torch.full((48, width), tok.pad_token_id)
+    lab = torch.full((48, width), -100)
+    mask = torch.zeros((48, width), dtype=torch.long)
+    for i, (s, lb) in enumerate(zip(seqs, labels)):
+        ids[i, : len(s)], lab[i, : len(lb)], mask[i, : len(s)] = torch.tensor(s), torch.tensor(lb), 1
+    padded = model(input_ids=ids, attention_mask=mask, labels=lab).loss
+    assert model(**batch).loss.item() == pytest.approx(padded.item(), rel=1e-5)
+
+
+def test_execution_check_scores_exact_hinted_traces():
+    """A model that has not learned anything executes nothing; the check reports per strategy."""
+    import torch
+
+    from nudgerl.organism import base_model as bm
+
+    tok = build_tokenizer()
+    torch.manual_seed(0)
+    model = bm.new_model(tok, bm.BaseModelConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2))
+    scores = bm.execution_check(model, tok, task.validation_problems(0, 4))
+    assert scores == {s: 0.0 for s in task.STRATEGIES}
+    prior = bm.unhinted_strategy_prior(model, tok, task.validation_problems(0, 4))
+    assert set(prior) == set(task.STRATEGIES) and all(0 <= p <= 1 for p in prior.values())
+
+
+def test_sft_schedule_anneals_after_a_pass_and_restarts_without_one():
+    from nudgerl.organism.base_model import SFTSchedule
+
+    s = SFTSchedule(warmup=10, cycle_steps=100, anneal_steps=20, max_steps=1000)
+    assert s.factor(0) == pytest.approx(0.1) and s.factor(10) == pytest.approx(1.0)
+    assert s.factor(60) == pytest.approx(0.5)  # half-way down the cosine
+    s.passed(60)
+    assert s.factor(70) == pytest.approx(0.25) and s.factor(80) == 0.0
+    assert not s.done(79) and s.done(80)
+    slow = SFTSchedule(warmup=10, cycle_steps=100, anneal_steps=20, max_steps=250)
+    factors = [slow.factor(t) for t in range(250)]
+    assert slow.restarts == 2 and factors[110] == pytest.approx(0.5) and factors[210] == pytest.approx(0.25)
+    assert not slow.done(249) and slow.done(250)

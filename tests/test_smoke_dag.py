@@ -27,23 +27,56 @@ def smoke_run(tmp_path_factory):
 def test_table1_has_base_and_every_grpo_row(smoke_run):
     res = smoke_run / "results"
     df = pd.read_csv(res / "tables" / "table1.csv")
-    assert set(df.label) == {"Base", "GRPO (N=2)", "GRPO (N=4)", "POPE (N=2)", "NudgeRL (N=4)"}
+    assert set(df.label) == {"Base", "GRPO (N=2)", "GRPO (N=8)", "GRPO (N=16)", "POPE (N=2)", "NudgeRL (N=2)"}
     assert set(df.benchmark) == {"aime24", "aime25", "amc23", "math500", "apex", "avg"}
     assert df["pass@1"].between(0, 1).all() and (df.ci_low <= df["pass@1"]).all()
-    assert "| GRPO (N=4) |" in (res / "tables" / "table1.md").read_text()
+    assert (df.seeds == 2).all()  # two replicates pooled in every cell
+    md = (res / "tables" / "table1.md").read_text()
+    assert "| GRPO (N=8) |" in md and "2 replicates (seeds 0, 1;" in md
     assert r"\begin{tabular}" in (res / "tables" / "table1.tex").read_text()
 
 
+def test_replicates_have_their_own_base_models_and_tables(smoke_run):
+    res = smoke_run / "results"
+    weights = [(res / "models" / "base" / f"seed{s}" / "model.safetensors").read_bytes() for s in (0, 1)]
+    assert weights[0] != weights[1]  # one SFT seed each
+    per = pd.read_csv(res / "tables" / "table1_replicates.csv")
+    assert set(per.seed) == {0, 1} and set(per.method) == {"base", "grpo2", "grpo8", "grpo16", "pope2", "nudgerl2"}
+    trained = per[per.method != "base"]
+    assert trained.delta.notna().all() and (trained.ci_low <= trained.ci_high).all()
+    assert "| seed 0 | seed 1 | mean |" in (res / "tables" / "table1_replicates.md").read_text()
+    table = pd.read_csv(res / "diagnostics" / "base_models.csv")
+    assert list(table.seed) == [0, 1] and not table.in_regime.any()  # the tiny smoke model is out of regime
+    verdict = json.loads((res / "diagnostics" / "base_model" / "seed1.regime.json").read_text())
+    assert verdict["gate"] is False and {f["figure"] for f in verdict["figures"]} == {
+        "hinted_rare_pass@1_hard", "unhinted_pass@1_hard", "rare_strategy_share_unhinted"}
+    # the RL and sampling seeds follow the replicate: the two GRPO runs are different runs
+    a, b = ((res / "runs" / "grpo8" / f"seed{s}" / "metrics.jsonl").read_text() for s in (0, 1))
+    assert a != b
+
+
+def test_claims_table_has_seven_claims_with_verdicts(smoke_run):
+    res = smoke_run / "results"
+    df = pd.read_csv(res / "tables" / "claims.csv")
+    assert sorted(df.claim.unique()) == list(range(1, 8))
+    assert set(df.verdict) <= {"supported", "contradicted", "inconclusive"}
+    assert df.groupby("claim").verdict.nunique().eq(1).all()  # one verdict per claim
+    assert set(df[df.claim <= 3].replicates) == {2} and set(df[df.claim >= 4].replicates) == {1}
+    assert df[df.claim == 1].rollout_token_ratio.notna().any()
+    md = (res / "tables" / "claims.md").read_text()
+    assert md.count("\n| ") == 8 and "0.489 vs 0.487" in md
+
+
 def test_training_metrics_and_checkpoints(smoke_run):
-    run = smoke_run / "results" / "runs" / "grpo4" / "seed0"
+    run = smoke_run / "results" / "runs" / "grpo8" / "seed0"
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     # smoke trains 2 optimizer steps per generation batch (for the eps_high sweep): rollout
     # metrics are logged on the step after each generation
     assert [r["step"] for r in rows] == [1, 3]
     for key in ("reward_mean", "frac_zero_variance_groups", "completion_length_mean", "rollout_tokens", "step_time"):
         assert all(r[key] is not None for r in rows), key
-    # 2 prompts x N=4 rollouts per generation batch
-    assert all(r["rollouts"] == 8 for r in rows)
+    # 2 prompts x N=8 rollouts per generation batch
+    assert all(r["rollouts"] == 16 for r in rows)
     assert (run / "checkpoints" / "checkpoint-2").is_dir()
     assert (run / "model" / "config.json").exists()
     assert (run / "model" / "provenance.json").exists()
@@ -56,7 +89,7 @@ def test_evaluation_records_and_diagnostics(smoke_run):
     assert set(summary["apex"]["pass@k"]) == {"1", "2"}
     samples = (res / "eval" / "base" / "seed0" / "apex.samples.jsonl").read_text().splitlines()
     assert len(samples) == 4 * 2  # 4 problems x 2 samples
-    diag = json.loads((res / "diagnostics" / "base_model.json").read_text())
+    diag = json.loads((res / "diagnostics" / "base_model" / "seed0.json").read_text())
     assert set(diag["summary"]["hinted_pass@1"]) == {
         "common_difference", "first_difference", "sum_of_last_two", "difference_table"}
     assert (res / "figures" / "training_curves.png").stat().st_size > 10_000
@@ -89,19 +122,20 @@ def test_nudgerl_runs_pools_and_ablation_tables(smoke_run):
     res = smoke_run / "results"
     pools = [json.loads(line) for line in (res / "pools" / "pools_organism.jsonl").read_text().splitlines()]
     assert len(pools) == 64 and all(len(p["hints"]) == 3 for p in pools)
-    ranked = [json.loads(line) for line in (res / "pools" / "pools_organism.ranked.jsonl").read_text().splitlines()]
+    ranked = [json.loads(line) for line in
+              (res / "pools" / "pools_organism.ranked.seed0.jsonl").read_text().splitlines()]
     assert all(len(r["hints"]) == 2 and set(r["scores"]) == set(p["hints"]) for r, p in zip(ranked, pools))
-    rows = [json.loads(line) for line in (res / "runs" / "nudgerl4" / "seed0" / "metrics.jsonl").read_text().splitlines()]
+    rows = [json.loads(line) for line in (res / "runs" / "nudgerl2" / "seed0" / "metrics.jsonl").read_text().splitlines()]
     assert all("nudge/frac_hinted" in r and "nudge/distill_loss" in r for r in rows)
     for name, labels in [("pdrop", {"p_drop = 0.5", "p_drop = 1"}),
-                         ("hint_sampling", {"sequential (main)", "top-ranked"}),
+                         ("hint_sampling", {"sequential (main)", "random", "top-ranked"}),
                          ("distill", {"lambda_distill = 0", "lambda_distill = 0.1"})]:
         df = pd.read_csv(res / "tables" / f"ablation_{name}.csv")
         assert set(df.label) == labels, name
         assert (res / "tables" / f"ablation_{name}.tex").read_text().count(r"\\") >= len(labels)
     # p_drop = 1 drops every hint: no rollout of that run was hinted
     rows = [json.loads(line) for line in
-            (res / "runs" / "nudgerl4_pdrop1" / "seed0" / "metrics.jsonl").read_text().splitlines()]
+            (res / "runs" / "nudgerl2_pdrop1" / "seed0" / "metrics.jsonl").read_text().splitlines()]
     assert all(r["nudge/frac_hinted"] == 0.0 for r in rows)
 
 
@@ -113,25 +147,28 @@ def test_five_figures_with_their_series(smoke_run):
         assert (fig / f"{name}.png.provenance.json").exists(), name
     curves = json.loads((fig / "training_curves.json").read_text())
     # eval.curve.every = 2 with max_steps = 3: base model, checkpoint-2, final model
-    assert {s["method"]: s["x"] for s in curves["series"]} == {m: [0, 2, 3] for m in ("grpo2", "grpo4", "nudgerl4")}
+    assert {s["method"]: s["x"] for s in curves["series"]} == {m: [0, 2, 3] for m in ("grpo2", "grpo8", "grpo16",
+                                                                                       "nudgerl2")}
     eps = json.loads((fig / "eps_high_scaling.json").read_text())
-    assert eps["series"][0]["methods"] == ["grpo2", "grpo2_eps0.3"] and eps["reference"]["method"] == "nudgerl4"
+    assert eps["series"][0]["methods"] == ["grpo2", "grpo2_eps0.3"] and eps["reference"]["method"] == "nudgerl2"
     div = json.loads((fig / "strategy_diversity.json").read_text())
     assert [s["label"] for s in div["series"]] == ["naive sampling", "nudged (pool hints)"]
     assert all(sum(s["y"]) == 4 for s in div["series"])  # 4 problems
     case = json.loads((fig / "case_study.json").read_text())
-    assert [s["method"] for s in case["series"]] == ["grpo2", "nudgerl4"]
+    assert [s["method"] for s in case["series"]] == ["grpo8", "nudgerl2"]
     assert all(sum(s["y"]) == 4 for s in case["series"])  # 4 samples each
     matched = json.loads((fig / "compute_matched.json").read_text())
-    assert {"base", "grpo2", "grpo4", "pope2", "nudgerl4", "grpo2_eps0.3"} <= {s["method"] for s in matched["series"]}
+    series = {s["method"]: s for s in matched["series"]}
+    assert {"base", "grpo2", "grpo8", "pope2", "nudgerl2", "grpo2_eps0.3"} <= set(series)
+    assert series["grpo8"]["seeds"] == [0, 1] and series["nudgerl2_pdrop1"]["seeds"] == [0]
     df = pd.read_csv(smoke_run / "results" / "tables" / "table1.csv")
-    assert df[df.method == "grpo4"]["p_vs_ref"].notna().sum() == 5 and df[df.method == "grpo2"]["p_vs_ref"].isna().all()
+    assert df[df.method == "grpo2"]["p_vs_ref"].notna().sum() == 5 and df[df.method == "grpo8"]["p_vs_ref"].isna().all()
 
 
 def test_compute_table(smoke_run):
     df = pd.read_csv(smoke_run / "results" / "tables" / "compute.csv")
     train = df[df.rule.str.startswith("train_")]
-    assert set(train.method) >= {"grpo2", "grpo4", "grpo2_eps0.3", "nudgerl4", "pope2"}
+    assert set(train.method) >= {"grpo2", "grpo8", "grpo2_eps0.3", "nudgerl2", "pope2"}
     assert (train.rollout_tokens > 0).all() and (train.trained_tokens > train.rollout_tokens).all()
     assert (df.wall_s > 0).all()
     # Snakemake samples memory while a job runs: jobs under a second may record none
@@ -146,7 +183,7 @@ def test_audit_passes_then_names_a_hand_edited_record(smoke_run):
     assert "nudgerl audit: OK" in (smoke_run / "results" / "audit" / "audit.txt").read_text()
     proc = subprocess.run(["nudgerl", "audit"], cwd=smoke_run, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    record = smoke_run / "results" / "eval" / "nudgerl4" / "seed0" / "apex.problems.jsonl"
+    record = smoke_run / "results" / "eval" / "nudgerl2" / "seed0" / "apex.problems.jsonl"
     before, stat = record.read_text(), record.stat()
     rows = [json.loads(line) for line in before.splitlines()]
     rows[0]["c"] = 0 if rows[0]["c"] else rows[0]["n"]  # a hand edit that changes a result
@@ -154,7 +191,7 @@ def test_audit_passes_then_names_a_hand_edited_record(smoke_run):
     try:
         proc = subprocess.run(["nudgerl", "audit"], cwd=smoke_run, capture_output=True, text=True)
         assert proc.returncode == 1
-        assert "[modified] results/eval/nudgerl4/seed0/apex.problems.jsonl" in proc.stdout, proc.stdout
+        assert "[modified] results/eval/nudgerl2/seed0/apex.problems.jsonl" in proc.stdout, proc.stdout
     finally:
         record.write_text(before)
         os.utime(record, ns=(stat.st_atime_ns, stat.st_mtime_ns))

@@ -31,7 +31,7 @@ def test_table1_values_and_formats(tmp_path):
     avg = df[(df.method == "base") & (df.benchmark == "avg")].iloc[0]
     assert avg["pass@1"] == pytest.approx((0.25 + 0) / 2)
     md = paths[1].read_text()
-    assert "| GRPO (N=8) |" in md and "AIME24" in md and "2 seed(s), 4 samples per problem" in md
+    assert "| GRPO (N=8) |" in md and "AIME24" in md and "2 replicates (seeds 0, 1; each its own base model, RL and sampling seed), 4 samples per problem" in md
     tex = paths[2].read_text()
     assert r"\toprule" in tex and r"\bottomrule" in tex and "GRPO (N=8) &" in tex
 
@@ -65,7 +65,7 @@ def test_paired_test_marks_a_real_difference_and_not_noise(tmp_path):
     nudge_line = next(line for line in md.splitlines() if line.startswith("| NudgeRL"))
     same_line = next(line for line in md.splitlines() if line.startswith("| same"))
     assert "†" in nudge_line and "†" not in same_line
-    assert "1 seed(s), 4 samples per problem" in md and "paired sign-flip" in md
+    assert "1 replicate (seed 0; each its own base model, RL and sampling seed), 4 samples per problem" in md and "paired sign-flip" in md
     assert r"$^\dagger$" in paths[2].read_text()
 
 

@@ -53,21 +53,43 @@ def bootstrap_mean_of_means(
 ) -> tuple[float, float, float]:
     """Average over benchmarks of their mean, with a percentile interval.
 
-    Each replicate resamples problems within every benchmark (and seeds, when a group
-    is (problems, seeds)), so the Avg column's interval reflects every benchmark's size.
+    Each group is (problems,) or (problems, replicates). A bootstrap draw resamples the
+    problems of every benchmark and, once for all benchmarks, the replicates: a replicate's
+    base model is shared by its benchmarks, so its effect must move them together. Applied
+    to per-problem differences a - b of two methods it is the paired interval of the Avg.
     """
     rng = np.random.default_rng(seed)
     mats = [np.asarray(g, dtype=float).reshape(len(g), -1) for g in groups]
+    n_rep = {m.shape[1] for m in mats}
+    if len(n_rep) != 1:
+        raise ValueError(f"every benchmark needs the same replicates, got {sorted(n_rep)}")
+    (n_rep,) = n_rep
     point = float(np.mean([m.mean() for m in mats]))
     reps = np.zeros(n_boot)
+    cols = rng.integers(0, n_rep, size=(n_boot, n_rep)) if n_rep > 1 else np.zeros((n_boot, 1), dtype=int)
     for m in mats:
-        n_prob, n_seed = m.shape
-        rows = rng.integers(0, n_prob, size=(n_boot, n_prob))
-        cols = rng.integers(0, n_seed, size=(n_boot, n_seed))
+        rows = rng.integers(0, m.shape[0], size=(n_boot, m.shape[0]))
         reps += np.array([m[r][:, c].mean() for r, c in zip(rows, cols)])
     reps /= len(mats)
     lo, hi = np.quantile(reps, [alpha / 2, 1 - alpha / 2])
     return point, float(lo), float(hi)
+
+
+def claim_verdict(intervals: Sequence[tuple[float, float]]) -> str:
+    """The claims table's rule, fixed before any result was seen.
+
+    Each interval is the 95 % paired interval of (claimed better) - (claimed worse); a claim
+    "X beats each of Y_1..Y_k" has one interval per Y_j. *supported*: every interval lies
+    above 0; *contradicted*: some interval lies below 0 (a Y_j is significantly better);
+    *inconclusive*: otherwise (an interval contains 0).
+    """
+    if not intervals:
+        raise ValueError("a claim needs at least one comparison")
+    if all(lo > 0 for lo, _ in intervals):
+        return "supported"
+    if any(hi < 0 for _, hi in intervals):
+        return "contradicted"
+    return "inconclusive"
 
 
 # ---------------------------------------------------------------- NudgeRL (arXiv 2605.15726)

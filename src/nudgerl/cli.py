@@ -93,12 +93,13 @@ def cmd_train_base(args) -> None:
     from .io import atomic_write_text, write_provenance
     from .organism.base_model import BaseModelConfig, train_base_model
 
-    cfg = BaseModelConfig(**args.params)
+    cfg = BaseModelConfig(**{**args.params, "seed": args.seed})
     out = Path(args.out_dir)
     # Built under a temporary name and renamed into place: a kill never leaves a half-saved model.
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     report = train_base_model(cfg, tmp)
+    report["threads"] = args.threads  # float summation order depends on it
     atomic_write_text(tmp / "sft_report.json", json.dumps(report, indent=2))
     write_provenance(tmp, args.params, {"base_model": cfg.seed})
     shutil.rmtree(out, ignore_errors=True)
@@ -114,6 +115,14 @@ def cmd_diagnose(args) -> None:
     for path in args.benchmarks:
         problems += read_problems(path)
     report = diagnose_base(args.model, problems, args.params)
+    report["seed"] = args.params.get("seed", 0)
+    sft_report = Path(args.model) / "sft_report.json"
+    if sft_report.exists():  # the organism's base model: how its SFT ended, beside what it does
+        sft = json.loads(sft_report.read_text())
+        check = sft.get("execution_check") or {}
+        report["sft"] = {"seconds": sft.get("seconds"), "threads": sft.get("threads"),
+                         **{k: check.get(k) for k in ("steps", "passed_at_step", "passed", "final_execution",
+                                                      "unhinted_strategy_prior")}}
     atomic_write_text(args.out, json.dumps(report, indent=2))
     write_provenance(args.out, args.params, {"sampling": args.params.get("seed", 0)}, [args.model, *args.benchmarks])
     print(json.dumps(report["summary"], indent=2))
@@ -241,10 +250,11 @@ def cmd_rank_hints(args) -> None:
     from .io import read_jsonl, read_problems, write_jsonl, write_provenance
     from .ranking import rank_pools
 
-    rows = rank_pools(args.model, read_problems(args.train), read_jsonl(args.pools), args.params,
+    params = args.params if args.seed is None else {**args.params, "seed": args.seed}
+    rows = rank_pools(args.model, read_problems(args.train), read_jsonl(args.pools), params,
                       template=_template(args), revision=args.revision)
     write_jsonl(args.out, rows)
-    write_provenance(args.out, args.params, {"sampling": args.params.get("seed", 0)},
+    write_provenance(args.out, params, {"sampling": params.get("seed", 0)},
                      [args.model, args.train, args.pools])
 
 
@@ -410,12 +420,13 @@ def cmd_plot_compute_matched(args) -> None:
     from .figures import compute_matched, load_curves
 
     curves = load_curves(args.curves) if args.curves else None
-    fig, data = compute_matched(Path(args.eval_root), Path(args.runs_root), args.methods, args.benchmarks, args.seeds,
+    seeds = args.run_seeds or {m: args.seeds for m in args.methods}
+    fig, data = compute_matched(Path(args.eval_root), Path(args.runs_root), args.methods, args.benchmarks, seeds,
                                 curves=curves, curve_benchmarks=args.curve_benchmarks, n_boot=args.bootstrap_samples)
     inputs = [Path(args.eval_root) / m / f"seed{s}" / f"{b}.problems.jsonl"
-              for m in args.methods for s in args.seeds for b in args.benchmarks]
+              for m in args.methods for s in seeds[m] for b in args.benchmarks]
     inputs += [Path(args.runs_root) / m / f"seed{s}" / "metrics.jsonl" for m in args.methods if m != "base"
-               for s in args.seeds]
+               for s in seeds[m]]
     _save_figure(fig, data, args.out_prefix, {"methods": args.methods}, [*inputs, *(args.curves or [])])
 
 
@@ -493,7 +504,8 @@ def _add_issue6_commands(add) -> None:
     p.add_argument("--runs-root", required=True)
     p.add_argument("--methods", nargs="+", required=True)
     p.add_argument("--benchmarks", nargs="+", required=True)
-    p.add_argument("--seeds", nargs="+", type=int, required=True)
+    p.add_argument("--seeds", nargs="+", type=int, help="the replicates of every method")
+    p.add_argument("--run-seeds", type=_json_arg, help="or each method's replicates, as JSON {method: [seeds]}")
     p.add_argument("--curves", nargs="*")
     p.add_argument("--curve-benchmarks", nargs="*")
 
@@ -507,6 +519,105 @@ def _add_issue6_commands(add) -> None:
     p.add_argument("--no-dvc", action="store_true", help="skip `dvc status`")
     p.add_argument("--dvc-stages", nargs="+", default=None, help="check only these DVC stages (default: all)")
     p.add_argument("--out", help="also write the report here")
+
+
+# ---------------------------------------------------------------- replicates: regime, per-replicate tables, claims
+
+
+def cmd_regime_gate(args) -> None:
+    from .io import write_provenance
+    from .regime import RegimeError, gate
+
+    try:
+        gate(args.diagnosis, args.regime, args.out)
+    except RegimeError as e:
+        print(f"nudgerl regime-gate: {e}", file=sys.stderr)
+        raise SystemExit(1) from None
+    write_provenance(args.out, args.regime, {}, [args.diagnosis])
+
+
+def cmd_base_model_table(args) -> None:
+    from .io import atomic_write_text, write_provenance
+    from .regime import replicate_markdown, replicate_table
+
+    df = replicate_table(args.regimes)
+    csv, md = Path(args.out_prefix + ".csv"), Path(args.out_prefix + ".md")
+    atomic_write_text(csv, df.to_csv(index=False))
+    atomic_write_text(md, replicate_markdown(df))
+    write_provenance(csv, {}, {}, args.regimes, outputs=[md])
+    print(md.read_text())
+
+
+def _problem_records_of(eval_root, methods, seeds, benchmarks) -> list[Path]:
+    return [Path(eval_root) / m / f"seed{s}" / f"{b}.problems.jsonl" for m in methods for s in seeds for b in benchmarks]
+
+
+def _samples_per_problem(eval_root, method, seed) -> int:
+    return json.loads((Path(eval_root) / method / f"seed{seed}" / "summary.json").read_text()).get("samples_per_problem")
+
+
+def cmd_replicate_table(args) -> None:
+    from .io import atomic_write_text, write_provenance
+    from .tables import render_replicates, replicate_rows
+
+    df = replicate_rows(args.eval_root, args.methods, args.benchmarks, args.seeds, args.reference,
+                        n_boot=args.bootstrap_samples)
+    csv, md = Path(args.out_prefix + ".csv"), Path(args.out_prefix + ".md")
+    atomic_write_text(csv, df.to_csv(index=False))
+    atomic_write_text(md, render_replicates(df, args.methods, _samples_per_problem(args.eval_root, args.methods[0],
+                                                                                    args.seeds[0]), args.reference))
+    write_provenance(csv, {"methods": args.methods, "benchmarks": args.benchmarks, "reference": args.reference},
+                     {"runs": args.seeds}, _problem_records_of(args.eval_root, args.methods, args.seeds,
+                                                               args.benchmarks), outputs=[md])
+    print(md.read_text())
+
+
+def cmd_claims(args) -> None:
+    from .claims import build_claims, evaluate_claims, render_markdown
+    from .io import atomic_write_text, write_provenance
+
+    claims = build_claims(args.roles)
+    df = evaluate_claims(claims, args.eval_root, args.runs_root, args.benchmarks, n_boot=args.bootstrap_samples)
+    csv, md = Path(args.out_prefix + ".csv"), Path(args.out_prefix + ".md")
+    atomic_write_text(csv, df.to_csv(index=False))
+    atomic_write_text(md, render_markdown(df, _samples_per_problem(args.eval_root, args.roles["nudgerl"],
+                                                                    args.roles["seeds"][0])))
+    methods = sorted({m for c in claims for pair in c.comparisons for m in pair})
+    records = [p for c in claims for pair in c.comparisons for p in _problem_records_of(
+        args.eval_root, pair, c.seeds, args.benchmarks)]
+    records += [Path(args.runs_root) / m / f"seed{s}" / "metrics.jsonl" for c in claims[:1] for pair in c.comparisons
+                for m in pair for s in c.seeds]
+    write_provenance(csv, {"roles": args.roles, "methods": methods}, {"runs": args.roles["seeds"]},
+                     sorted(set(records)), outputs=[md])
+    print(md.read_text())
+
+
+def _add_replicate_commands(add) -> None:
+    p = add("regime-gate", cmd_regime_gate, "fail when a base model's diagnosis is outside the regime bounds")
+    p.add_argument("--diagnosis", required=True)
+    p.add_argument("--regime", type=_json_arg, required=True, help="the 'regime' config section as JSON")
+    p.add_argument("--out", required=True)
+
+    p = add("base-model-table", cmd_base_model_table, "every replicate's base-model figures and regime verdict")
+    p.add_argument("--regimes", nargs="+", required=True)
+    p.add_argument("--out-prefix", required=True)
+
+    p = add("replicate-table", cmd_replicate_table, "per-replicate Avg pass@1 and paired difference from Base")
+    p.add_argument("--eval-root", required=True)
+    p.add_argument("--methods", nargs="+", required=True)
+    p.add_argument("--benchmarks", nargs="+", required=True)
+    p.add_argument("--seeds", nargs="+", type=int, required=True)
+    p.add_argument("--reference", default="base")
+    p.add_argument("--bootstrap-samples", type=int, default=2000)
+    p.add_argument("--out-prefix", required=True)
+
+    p = add("claims", cmd_claims, "the paper's seven claims beside ours, with a verdict each")
+    p.add_argument("--eval-root", required=True)
+    p.add_argument("--runs-root", required=True)
+    p.add_argument("--roles", type=_json_arg, required=True, help="method ids of each role (nudgerl.claims)")
+    p.add_argument("--benchmarks", nargs="+", required=True)
+    p.add_argument("--bootstrap-samples", type=int, default=2000)
+    p.add_argument("--out-prefix", required=True)
 
 
 # ---------------------------------------------------------------- real data (paper scale)
@@ -583,6 +694,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--params", type=_json_arg, required=True, help="config section as JSON")
         p.add_argument("--threads", type=int, default=1)
         if name == "train-base":
+            p.add_argument("--seed", type=int, default=0, help="the replicate: SFT data, initialisation, order")
             p.add_argument("--out-dir", required=True)
         if name in ("diagnose", "train-grpo", "evaluate"):
             p.add_argument("--model", required=True)
@@ -628,6 +740,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--train", required=True)
     p.add_argument("--pools", required=True)
     p.add_argument("--params", type=_json_arg, required=True)
+    p.add_argument("--seed", type=int, default=None, help="sampling seed (default: the params' seed)")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--out", required=True)
 
@@ -655,6 +768,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True)
 
     _add_real_data_parsers(add)
+    _add_replicate_commands(add)
     _add_issue6_commands(add)
     _add_gguf_parsers(add)
     for name in ("train-grpo", "train-pope", "train-nudgerl", "evaluate", "rank-hints", "curve-eval"):

@@ -96,6 +96,7 @@ def preflight(config: dict) -> list[str]:
         if M * K < 2:
             problems.append(f"config keys 'nudgerl.M' x 'nudgerl.K' = {M * K}: a group needs at least 2 rollouts")
     problems += _preflight_figures(config)
+    problems += check_replicates(config)
     from .organism import task
 
     specs = {k: (v["size"], v["hard_fraction"]) for k, v in config["organism"]["benchmarks"].items()}
@@ -103,6 +104,25 @@ def preflight(config: dict) -> list[str]:
         task.evaluation_sets(config["organism"].get("seed", 0), specs)
     except ValueError as e:
         problems.append(f"config key 'organism.benchmarks': {e}")
+    return problems
+
+
+def check_replicates(config: dict) -> list[str]:
+    """Ablation and curve replicates are among the Table 1 replicates (they pair with them)."""
+    seeds = set(config["seeds"])
+    problems = []
+    for key, sub in (("ablation_seeds", config.get("ablation_seeds")),
+                     ("eval.curve.seeds", (config["eval"].get("curve") or {}).get("seeds"))):
+        if sub and not set(sub) <= seeds:
+            problems.append(f"config key '{key}': {sorted(set(sub) - seeds)} not in 'seeds' {sorted(seeds)}; "
+                            "these runs are paired with the Table 1 replicates")
+    if config.get("task", "organism") == "organism" and "regime" in config:
+        from .regime import FIGURES
+
+        for figure, bound in (config["regime"].get("bounds") or {}).items():
+            if figure in FIGURES and bound.get("min") is not None and bound.get("max") is not None \
+                    and bound["min"] > bound["max"]:
+                problems.append(f"config key 'regime.bounds.{figure}': min {bound['min']} > max {bound['max']}")
     return problems
 
 

@@ -10,15 +10,6 @@ from collections import Counter
 
 from .organism import task
 
-# The regime the paper describes, as targets to report against (not to assert).
-TARGETS = {
-    "hard_unhinted_pass@1_max": 0.10,
-    "rare_strategy_share_min": 0.01,
-    "rare_strategy_share_max": 0.05,
-    "hinted_rare_pass@1_min": 0.50,
-}
-
-
 def _condition(model, tokenizer, problems, params, hint):
     from .evaluation import evaluate_benchmark
 
@@ -71,16 +62,10 @@ def diagnose_base(model_dir: str, problems: list[dict], p: dict) -> dict:
         "hinted_pass@1_hard": {k: v["pass@1_hard"] for k, v in hinted.items()},
         "hint_followed": {k: v["strategy_share"].get(k, 0.0) for k, v in hinted.items()},
     }
-    hard = unhinted["pass@1_hard"]
-    summary["in_paper_regime"] = {
-        "hard_unhinted_pass@1<=0.10": hard is not None and hard <= TARGETS["hard_unhinted_pass@1_max"],
-        "rare_share_in_[0.01,0.05]": TARGETS["rare_strategy_share_min"] <= rare_share
-        <= TARGETS["rare_strategy_share_max"],
-        "hinted_rare_pass@1>=0.5": hinted[rare]["pass@1"] >= TARGETS["hinted_rare_pass@1_min"],
-    }
+    summary["hinted_rare_pass@1"] = hinted[rare]["pass@1"]
+    summary["hinted_rare_pass@1_hard"] = hinted[rare]["pass@1_hard"]
     return {
         "summary": summary,
-        "targets": TARGETS,
         "problems": len(problems),
         "hard_problems": sum(1 for q in problems if q.get("hard")),
         "samples_per_problem": params.n,
@@ -108,6 +93,6 @@ def to_markdown(report: dict) -> str:
     ]
     for k, v in s["hinted_pass@1"].items():
         lines.append(f"| `{k}` | {v:.3f} | {s['hinted_pass@1_hard'][k]:.3f} | {s['hint_followed'][k]:.3f} |")
-    lines += ["", "In the paper's regime:", ""]
-    lines += [f"- {k}: {'yes' if ok else 'NO'}" for k, ok in s["in_paper_regime"].items()]
+    lines += ["", "Whether this is the regime the pipeline trains in: the replicate's `.regime.json` "
+              "(bounds in config key `regime`).", ""]
     return "\n".join(lines) + "\n"

@@ -269,11 +269,13 @@ def run_rollout_tokens(runs_root: Path, method: str, seeds: list[int]) -> float:
     return float(np.mean(totals))
 
 
-def compute_matched(eval_root: Path, runs_root: Path, methods: list[str], benchmarks: list[str], seeds: list[int],
-                    curves: dict[str, list[dict]] | None = None, curve_benchmarks: list[str] | None = None,
-                    n_boot: int = 1000):
+def compute_matched(eval_root: Path, runs_root: Path, methods: list[str], benchmarks: list[str],
+                    seeds: list[int] | dict[str, list[int]], curves: dict[str, list[dict]] | None = None,
+                    curve_benchmarks: list[str] | None = None, n_boot: int = 1000):
     """Left: every method's final average pass@1 against the rollout tokens its training
-    generated. Right: the checkpoint curves against cumulative rollout tokens."""
+    generated. Right: the checkpoint curves against cumulative rollout tokens. ``seeds`` is
+    one list for every method, or each method's replicates (ablations run on fewer)."""
+    run_seeds = seeds if isinstance(seeds, dict) else {m: seeds for m in methods}
     plt = _setup()
     panels = 2 if curves else 1
     fig, axes = plt.subplots(1, panels, figsize=TWO_COLUMN if panels == 2 else ONE_COLUMN, constrained_layout=True,
@@ -283,13 +285,13 @@ def compute_matched(eval_root: Path, runs_root: Path, methods: list[str], benchm
             "seeds": seeds, "series": [], "curves": []}
     for m in methods:
         st = method_style(m)
-        tokens = run_rollout_tokens(runs_root, m, seeds)
-        mean, lo, hi = avg_pass1(eval_root, m, benchmarks, seeds, n_boot)
+        tokens = run_rollout_tokens(runs_root, m, run_seeds[m])
+        mean, lo, hi = avg_pass1(eval_root, m, benchmarks, run_seeds[m], n_boot)
         ax.errorbar([tokens / 1e3], [mean], yerr=[[mean - lo], [hi - mean]], color=st["color"], marker=st["marker"],
                     markerfacecolor="white" if st["hollow"] else st["color"], capsize=2, linestyle="none",
                     label=st["label"])
         data["series"].append({"method": m, "label": st["label"], "x": [tokens], "y": [mean], "ci_low": [lo],
-                               "ci_high": [hi]})
+                               "ci_high": [hi], "seeds": run_seeds[m]})
     ax.set_xlabel("rollout tokens generated in training (thousands)")
     ax.set_ylabel("average pass@1 (all benchmarks)")
     ax.grid(alpha=0.3)

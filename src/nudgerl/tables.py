@@ -101,6 +101,13 @@ def build_table(eval_root, methods, benchmarks, seeds, n_boot=2000, reference=No
 SIGNIFICANCE = 0.05
 
 
+def replicates_phrase(seeds) -> str:
+    """'3 replicates (seeds 0, 1, 2; each its own base model, RL and sampling seed)'."""
+    n = len(seeds)
+    return (f"{n} replicate{'s' if n > 1 else ''} (seed{'s' if n > 1 else ''} {', '.join(map(str, seeds))}; "
+            f"each its own base model, RL and sampling seed)")
+
+
 def _cell(row, tex=False) -> str:
     pm = (r"\,[{:.1f}, {:.1f}]" if tex else " [{:.1f}, {:.1f}]").format(100 * row.ci_low, 100 * row.ci_high)
     p = row.get("p_vs_ref")
@@ -120,7 +127,7 @@ def render(df: pd.DataFrame, methods, benchmarks, seeds, samples, title="Table 1
     cols = [BENCHMARK_LABELS.get(b, b) for b in benchmarks] + ["Avg"]
     caption = (
         f"{title}: pass@1 (%) with 95% bootstrap interval over problems"
-        f"{' and seeds' if len(seeds) > 1 else ''}; {len(seeds)} seed(s), {samples} samples per problem."
+        f"{' and replicates' if len(seeds) > 1 else ''}; {replicates_phrase(seeds)}, {samples} samples per problem."
     )
     if reference:
         caption += (f" † = differs from {method_label(reference)} on that benchmark (paired sign-flip "
@@ -156,3 +163,41 @@ def write_table(eval_root, methods, benchmarks, seeds, out_prefix, title, n_boot
     atomic_write_text(paths[2], tex)
     return paths
 
+
+
+def replicate_rows(eval_root, methods, benchmarks, seeds, reference="base", n_boot=2000) -> pd.DataFrame:
+    """Per replicate and method: Avg pass@1 and its paired difference from ``reference``
+    (the same replicate's base model) with a 95 % interval over that replicate's problems."""
+    from .claims import paired_avg_difference
+
+    records = []
+    for s in seeds:
+        for m in methods:
+            avg = float(np.mean([per_problem_matrix(eval_root, m, b, [s])[0].mean() for b in benchmarks]))
+            rec = {"seed": s, "method": m, "avg_pass@1": avg}
+            if m != reference:
+                d, lo, hi = paired_avg_difference(eval_root, m, reference, benchmarks, [s], n_boot)
+                rec.update({"reference": reference, "delta": d, "ci_low": lo, "ci_high": hi,
+                            "above_reference": bool(lo > 0)})
+            records.append(rec)
+    return pd.DataFrame.from_records(records)
+
+
+def render_replicates(df: pd.DataFrame, methods, samples: int | None = None, reference="base") -> str:
+    seeds = sorted(df.seed.unique())
+    caption = (f"**Table 1 per replicate: Avg pass@1 (%) of each replicate (its own base model, RL and sampling "
+               f"seed), and in brackets its paired difference from {method_label(reference)} of the same replicate "
+               f"with a 95 % interval over problems{f'; {samples} samples per problem' if samples else ''}.**")
+    head = "| Method | " + " | ".join(f"seed {s}" for s in seeds) + " | mean |"
+    lines = [caption, "", head, "|---" * (len(seeds) + 2) + "|"]
+    for m in methods:
+        sub = df[df.method == m].set_index("seed")
+        cells = []
+        for s in seeds:
+            r = sub.loc[s]
+            cell = f"{100 * r['avg_pass@1']:.1f}"
+            if m != reference:
+                cell += f" ({100 * r.delta:+.1f} [{100 * r.ci_low:+.1f}, {100 * r.ci_high:+.1f}])"
+            cells.append(cell)
+        lines.append(f"| {method_label(m)} | " + " | ".join(cells) + f" | {100 * sub['avg_pass@1'].mean():.1f} |")
+    return "\n".join(lines) + "\n"

@@ -1,9 +1,9 @@
 if TASK == "organism":
 
     rule base_model:
-        """SFT a tiny causal LM from scratch: the stand-in for the paper's instruct model."""
+        """SFT a tiny causal LM from scratch (one per replicate): the stand-in for the paper's instruct model."""
         output:
-            directory(f"{SHARED}/models/base"),
+            directory(BASE_MODEL),
         params:
             cfg=section("base_model"),
         threads: THREADS
@@ -12,30 +12,68 @@ if TASK == "organism":
         conda:
             "../envs/nudgerl.yaml"
         log:
-            f"{SHARED}/logs/base_model.log",
+            f"{SHARED}/logs/base_model/seed{{seed}}.log",
         benchmark:
-            f"{SHARED}/benchmarks/base_model.tsv"
+            f"{SHARED}/benchmarks/base_model/seed{{seed}}.tsv"
         shell:
-            "nudgerl train-base --params {params.cfg:q} --threads {threads} --out-dir {output} > {log} 2>&1"
+            "nudgerl train-base --params {params.cfg:q} --seed {wildcards.seed} --threads {threads} "
+            "--out-dir {output} > {log} 2>&1"
 
     rule diagnose_base:
         """The exploration bottleneck, measured: strategy use and hinted vs unhinted pass@1."""
         input:
-            model=rules.base_model.output[0],
+            model=BASE_MODEL,
             benchmarks=benchmark_files(),
         output:
-            f"{RESULTS}/diagnostics/base_model.json",
+            f"{DIAGNOSIS}.json",
         params:
-            cfg=section("eval", exclude=EVAL_EXCLUDE, seed=0),
+            cfg=lambda w: section("eval", exclude=EVAL_EXCLUDE, seed=int(w.seed)),
         threads: THREADS
         resources:
             mem_mb=declared_mem_mb("diagnose_base", 2000),
         conda:
             "../envs/nudgerl.yaml"
         log:
-            f"{RESULTS}/logs/diagnose_base.log",
+            f"{RESULTS}/logs/diagnose_base/seed{{seed}}.log",
         benchmark:
-            f"{RESULTS}/benchmarks/diagnose_base.tsv"
+            f"{RESULTS}/benchmarks/diagnose_base/seed{{seed}}.tsv"
         shell:
             "nudgerl diagnose --model {input.model} --benchmarks {input.benchmarks} "
             "--params {params.cfg:q} --threads {threads} --out {output} > {log} 2>&1"
+
+    rule regime_gate:
+        """Stop before any RL job when a replicate's base model is outside the regime (config `regime`)."""
+        input:
+            f"{DIAGNOSIS}.json",
+        output:
+            f"{DIAGNOSIS}.regime.json",
+        params:
+            regime=section("regime"),
+        conda:
+            "../envs/nudgerl.yaml"
+        log:
+            f"{RESULTS}/logs/regime_gate/seed{{seed}}.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/regime_gate/seed{{seed}}.tsv"
+        shell:
+            # the verdict goes to the terminal too: a stopped run must say which figure failed
+            "nudgerl regime-gate --diagnosis {input} --regime {params.regime:q} --out {output} 2>&1 | tee {log}"
+
+    rule base_model_table:
+        """Every replicate's base-model diagnosis and regime verdict, one row each."""
+        input:
+            expand(f"{DIAGNOSIS}.regime.json", seed=SEEDS),
+        output:
+            csv=report(f"{RESULTS}/diagnostics/base_models.csv", caption="../report/base_models.rst",
+                       category="Diagnostics"),
+            md=f"{RESULTS}/diagnostics/base_models.md",
+        params:
+            prefix=lambda w, output: os.path.splitext(output.csv)[0],
+        conda:
+            "../envs/nudgerl.yaml"
+        log:
+            f"{RESULTS}/logs/base_model_table.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/base_model_table.tsv"
+        shell:
+            "nudgerl base-model-table --regimes {input} --out-prefix {params.prefix} > {log} 2>&1"

@@ -15,13 +15,18 @@ MODELS = {m["name"]: m for m in config.get("models", [])} if TASK == "math" else
 RESULTS = f"{SHARED}/{{model}}" if TASK == "math" else SHARED
 DATA = f"{SHARED}/data"
 TRAIN = f"{DATA}/train.jsonl"
+# Replicates: every seed has its own base model (organism: SFT seed), RL seed and sampling
+# seed. Ablations and the eps_high sweep run on ABLATION_SEEDS (a subset; captions say so).
 SEEDS = config["seeds"]
+ABLATION_SEEDS = config.get("ablation_seeds", SEEDS[:1])
 BENCHMARKS = list(config["data"]["benchmarks"] if TASK == "math" else config["organism"]["benchmarks"])
 GRPO_METHODS = [f"grpo{n}" for n in config["grpo"]["group_sizes"]]
 THREADS = config.get("threads_per_job", 1)
 POOL_STAGE = config.get("pools", {}).get("stage", "pools_organism")
 POOLS = f"{SHARED}/pools/{POOL_STAGE}.jsonl"
-RANKED_POOLS = f"{RESULTS}/pools/{POOL_STAGE}.ranked.jsonl"  # ranked by each model's base policy
+RANKED_POOLS = f"{RESULTS}/pools/{POOL_STAGE}.ranked.seed{{seed}}.jsonl"  # ranked by each replicate's base policy
+BASE_MODEL = f"{SHARED}/models/base/seed{{seed}}"  # the organism's base model of one replicate
+DIAGNOSIS = f"{RESULTS}/diagnostics/base_model/seed{{seed}}"  # its diagnosis (.json, .md) and regime (.regime.json)
 ORACLE_STAGE = config.get("pope", {}).get("oracle_stage", "oracles_organism")
 ORACLES = f"{SHARED}/oracles/{ORACLE_STAGE}.jsonl"
 POPE_METHOD = f"pope{config.get('pope', {}).get('num_generations', 8)}"
@@ -58,12 +63,18 @@ def _variant(suffix, **overrides):
     return f"{NUDGE_MAIN}_{suffix}"
 
 
+ABLATION_VALUES = {"pdrop": [], "distill": [], "hint_sampling": {}}  # setting -> method id (claims table)
 for p in sorted(set(_ABL.get("p_drop", [])) | {_NUDGE.get("p_drop", 0.5)}):
     ABLATIONS["pdrop"].append((_variant(f"pdrop{p:g}", p_drop=p), f"p_drop = {p:g}"))
+    ABLATION_VALUES["pdrop"].append([p, ABLATIONS["pdrop"][-1][0]])
 for l in sorted(set(_ABL.get("lambda_distill", [])) | {_NUDGE.get("lambda_distill", 0.1)}):
     ABLATIONS["distill"].append((_variant(f"distill{l:g}", lambda_distill=l), f"lambda_distill = {l:g}"))
-for s in _ABL.get("hint_sampling", []):
-    ABLATIONS["hint_sampling"].append((_variant(s.replace("_", ""), hint_sampler=s), s.replace("_", "-")))
+    ABLATION_VALUES["distill"].append([l, ABLATIONS["distill"][-1][0]])
+for s in sorted(set(_ABL.get("hint_sampling", [])) | {_NUDGE.get("hint_sampler", "sequential")}):
+    method = _variant(s.replace("_", ""), hint_sampler=s)
+    ABLATION_VALUES["hint_sampling"][s] = method
+    if method != NUDGE_MAIN:
+        ABLATIONS["hint_sampling"].append((method, s.replace("_", "-")))
 if ABLATIONS["hint_sampling"] and not any(m == NUDGE_MAIN for m, _ in ABLATIONS["hint_sampling"]):
     ABLATIONS["hint_sampling"].insert(0, (NUDGE_MAIN, f"{_NUDGE.get('hint_sampler', 'sequential')} (main)"))
 ABLATIONS = {k: v for k, v in ABLATIONS.items() if len(v) > 1}
@@ -91,6 +102,7 @@ EPS_RUNS = [m for _, m in EPS_SWEEP if "_eps" in m]
 # Periodic checkpoint evaluation (training curves, paper Fig. 3): eval.curve.
 CURVE = config["eval"].get("curve")
 CURVE_BENCHMARKS = list(CURVE.get("benchmarks", ["aime24", "aime25"])) if CURVE else []
+CURVE_SEEDS = list(CURVE.get("seeds") or SEEDS[:1]) if CURVE else []
 CURVE_METHODS = (
     list(CURVE.get("methods") or [*(m for m in GRPO_METHODS if int(m[4:]) <= 32), NUDGE_MAIN]) if CURVE else []
 )
@@ -98,6 +110,45 @@ CURVE_METHODS = (
 CASE_METHODS = [REFERENCE, NUDGE_MAIN]
 # Every evaluated run, for the compute-matched figure.
 EVALUATED = list(dict.fromkeys([*METHODS, *TRAINED, *(m for _, m in EPS_SWEEP)]))
+# Which seeds each evaluated run has: the Table 1 methods every replicate, the rest ABLATION_SEEDS.
+RUN_SEEDS = {m: (SEEDS if m in METHODS else ABLATION_SEEDS) for m in EVALUATED}
+
+# The paper's claims (nudgerl.claims) in terms of this DAG's method ids.
+_N_NUDGE = _NUDGE.get("M", 2) * _NUDGE.get("K", 4)
+CLAIM_ROLES = {
+    "nudgerl": NUDGE_MAIN,
+    "nudgerl_n": _N_NUDGE,
+    "grpo": {str(n): f"grpo{n}" for n in config["grpo"]["group_sizes"]},
+    "pope": POPE_METHOD,
+    "pdrop": ABLATION_VALUES["pdrop"] if len(ABLATION_VALUES["pdrop"]) > 1 else [],
+    "distill": ABLATION_VALUES["distill"] if len(ABLATION_VALUES["distill"]) > 1 else [],
+    "hint_sampling": ABLATION_VALUES["hint_sampling"],
+    "eps": [[e, m] for e, m in EPS_SWEEP],
+    "seeds": SEEDS,
+    "ablation_seeds": ABLATION_SEEDS,
+}
+
+
+def claim_runs():
+    """(method, seeds) of every run a claim compares, among the runs this DAG makes."""
+    from nudgerl.claims import build_claims
+
+    runs = {}
+    for c in build_claims(CLAIM_ROLES):
+        for pair in c.comparisons:
+            for m in pair:
+                if m in RUN_SEEDS:
+                    runs.setdefault(m, set()).update(c.seeds)
+    return {m: sorted(s) for m, s in runs.items()}
+
+
+def claim_evals():
+    return [f"{RESULTS}/eval/{m}/seed{s}/summary.json" for m, seeds in claim_runs().items() for s in seeds]
+
+
+def claim_metrics():
+    return [f"{RESULTS}/runs/{m}/seed{s}/metrics.jsonl" for m, seeds in claim_runs().items() if m != "base"
+            for s in seeds]
 
 
 wildcard_constraints:
@@ -205,10 +256,10 @@ def prompt_arg(use):
 
 
 def base_model_input(wildcards):
-    """Input files of the base policy: the organism's trained folder, a real model's local
-    folder, or nothing for a Hugging Face id (the job loads it; `revision` pins it)."""
+    """Input files of the base policy: the organism replicate's trained folder, a real
+    model's local folder, or nothing for a Hugging Face id (the job loads it; `revision` pins it)."""
     if TASK != "math":
-        return f"{SHARED}/models/base"
+        return BASE_MODEL.format(seed=wildcards.seed)
     path = MODELS[wildcards.model]["path"]
     return path if wildcards.model in GGUF_MODELS or os.path.exists(path) else []
 
@@ -216,10 +267,20 @@ def base_model_input(wildcards):
 def base_model_arg(wildcards):
     """--model (and --revision) of the base policy, for a rule's params."""
     if TASK != "math":
-        return f"{SHARED}/models/base"
+        return BASE_MODEL.format(seed=wildcards.seed)
     m = MODELS[wildcards.model]
     rev = f" --revision {shlex.quote(m['revision'])}" if m.get("revision") else ""
     return shlex.quote(m["path"]) + rev
+
+
+def regime_input(wildcards):
+    """The replicate's regime verdict (organism): every RL job waits for it, and the gate
+    rule fails when the base model is outside the configured regime."""
+    return f"{DIAGNOSIS}.regime.json".format(seed=wildcards.seed) if TASK != "math" else []
+
+
+def nudge_pools(wildcards):
+    return NUDGE_RUNS[wildcards.method]["pools"].format(**dict(wildcards.items()))
 
 
 def model_dir(wildcards):
@@ -264,10 +325,14 @@ def figure_names():
 
 def result_outputs():
     """Every table, figure and diagnosis (what compute accounting and the audit cover)."""
-    diagnostics = [] if TASK == "math" else [f"{RESULTS}/diagnostics/base_model.json", f"{RESULTS}/diagnostics/base_model.md"]
+    diagnostics = [] if TASK == "math" else [
+        *expand(f"{DIAGNOSIS}.{{ext}}", seed=SEEDS, ext=["json", "md", "regime.json"]),
+        *expand(f"{RESULTS}/diagnostics/base_models.{{ext}}", ext=["csv", "md"])]
     return [
         *diagnostics,
         *expand(f"{RESULTS}/tables/table1.{{ext}}", ext=["csv", "md", "tex"], allow_missing=True),
+        *expand(f"{RESULTS}/tables/table1_replicates.{{ext}}", ext=["csv", "md"], allow_missing=True),
+        *expand(f"{RESULTS}/tables/claims.{{ext}}", ext=["csv", "md"], allow_missing=True),
         *expand(f"{RESULTS}/tables/ablation_{{ablation}}.{{ext}}", ablation=list(ABLATIONS), ext=["csv", "md", "tex"],
                 allow_missing=True),
         *(f for name in figure_names() for f in figure_files(name)),

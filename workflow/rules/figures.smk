@@ -35,7 +35,8 @@ rule curve_eval:
 rule training_curves:
     """pass@1 on the curve benchmarks against training step (paper Fig. 3)."""
     input:
-        expand(f"{RESULTS}/curves/{{method}}/seed{{seed}}/curve.jsonl", method=CURVE_METHODS, seed=SEEDS, allow_missing=True),
+        expand(f"{RESULTS}/curves/{{method}}/seed{{seed}}/curve.jsonl", method=CURVE_METHODS, seed=CURVE_SEEDS,
+               allow_missing=True),
     output:
         **figure_report_outputs("training_curves", "training_curves", "Main results"),
     params:
@@ -57,7 +58,7 @@ rule eps_high_scaling:
     """GRPO average pass@1 against eps_high, NudgeRL at the main eps_high as reference (paper Fig. 5)."""
     input:
         expand(f"{RESULTS}/eval/{{method}}/seed{{seed}}/summary.json",
-               method=[*(m for _, m in EPS_SWEEP), NUDGE_MAIN], seed=SEEDS, allow_missing=True),
+               method=[*(m for _, m in EPS_SWEEP), NUDGE_MAIN], seed=ABLATION_SEEDS, allow_missing=True),
     output:
         **figure_report_outputs("eps_high_scaling", "eps_high_scaling", "Ablations"),
     params:
@@ -67,7 +68,7 @@ rule eps_high_scaling:
         reference_eps=EPS_MAIN,
         eval_root=lambda w, input: os.path.dirname(os.path.dirname(os.path.dirname(input[0]))),
         benchmarks=BENCHMARKS,
-        seeds=SEEDS,
+        seeds=ABLATION_SEEDS,
         n_boot=N_BOOT,
         prefix=lambda w, output: os.path.splitext(output.png)[0],
     conda:
@@ -88,7 +89,7 @@ if TASK != "math":
     rule strategy_diversity:
         """Distinct strategies among N naive vs N nudged base-model samples per problem (paper Fig. 1c)."""
         input:
-            model=rules.base_model.output[0],
+            model=BASE_MODEL.format(seed=SEEDS[0]),
             train=rules.organism_data.output.train,
             pools=POOLS,
         output:
@@ -150,10 +151,10 @@ if TASK != "math":
 rule compute_matched:
     """Every method's pass@1 against the rollout tokens its training generated."""
     input:
-        evals=expand(f"{RESULTS}/eval/{{method}}/seed{{seed}}/summary.json", method=EVALUATED, seed=SEEDS, allow_missing=True),
-        metrics=expand(f"{RESULTS}/runs/{{method}}/seed{{seed}}/metrics.jsonl",
-                       method=[m for m in EVALUATED if m != "base"], seed=SEEDS, allow_missing=True),
-        curves=expand(f"{RESULTS}/curves/{{method}}/seed{{seed}}/curve.jsonl", method=CURVE_METHODS, seed=SEEDS, allow_missing=True),
+        evals=[f"{RESULTS}/eval/{m}/seed{s}/summary.json" for m in EVALUATED for s in RUN_SEEDS[m]],
+        metrics=[f"{RESULTS}/runs/{m}/seed{s}/metrics.jsonl" for m in EVALUATED if m != "base" for s in RUN_SEEDS[m]],
+        curves=expand(f"{RESULTS}/curves/{{method}}/seed{{seed}}/curve.jsonl", method=CURVE_METHODS, seed=CURVE_SEEDS,
+                      allow_missing=True),
     output:
         **figure_report_outputs("compute_matched", "compute_matched", "Main results"),
     params:
@@ -162,7 +163,7 @@ rule compute_matched:
         runs_root=lambda w, input: os.path.dirname(os.path.dirname(os.path.dirname(input.metrics[0]))),
         benchmarks=BENCHMARKS,
         curve_benchmarks=CURVE_BENCHMARKS,
-        seeds=SEEDS,
+        run_seeds=json.dumps(RUN_SEEDS, sort_keys=True),
         n_boot=N_BOOT,
         prefix=lambda w, output: os.path.splitext(output.png)[0],
     conda:
@@ -173,7 +174,7 @@ rule compute_matched:
         f"{RESULTS}/benchmarks/compute_matched.tsv"
     shell:
         "nudgerl plot-compute-matched --eval-root {params.eval_root} --runs-root {params.runs_root} --methods {params.methods} "
-        "--benchmarks {params.benchmarks} --seeds {params.seeds} --curves {input.curves} "
+        "--benchmarks {params.benchmarks} --run-seeds {params.run_seeds:q} --curves {input.curves} "
         "--curve-benchmarks {params.curve_benchmarks} --bootstrap-samples {params.n_boot} "
         "--out-prefix {params.prefix} > {log} 2>&1"
 

@@ -41,12 +41,12 @@ rule rank_hints:
     conda:
         "../envs/nudgerl.yaml"
     log:
-        f"{RESULTS}/logs/rank_hints.log",
+        f"{RESULTS}/logs/rank_hints/seed{{seed}}.log",
     benchmark:
-        f"{RESULTS}/benchmarks/rank_hints.tsv"
+        f"{RESULTS}/benchmarks/rank_hints/seed{{seed}}.tsv"
     shell:
         "nudgerl rank-hints --model {params.model} {params.prompt} --train {input.train} --pools {input.pools} "
-        "--params {params.cfg:q} --threads {threads} --out {output} > {log} 2>&1"
+        "--params {params.cfg:q} --seed {wildcards.seed} --threads {threads} --out {output} > {log} 2>&1"
 
 
 rule oracle_solutions:

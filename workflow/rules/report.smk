@@ -59,23 +59,76 @@ rule training_reward:
 
 
 rule diagnostics_report:
-    """Expose the base-model diagnosis in the HTML report."""
+    """Expose a replicate's base-model diagnosis in the HTML report."""
     input:
-        f"{RESULTS}/diagnostics/base_model.json",
+        f"{DIAGNOSIS}.json",
     output:
         report(
-            f"{RESULTS}/diagnostics/base_model.md",
+            f"{DIAGNOSIS}.md",
             caption="../report/diagnostics.rst",
             category="Diagnostics",
         ),
     conda:
         "../envs/nudgerl.yaml"
     log:
-        f"{RESULTS}/logs/diagnostics_report.log",
+        f"{RESULTS}/logs/diagnostics_report/seed{{seed}}.log",
     benchmark:
-        f"{RESULTS}/benchmarks/diagnostics_report.tsv"
+        f"{RESULTS}/benchmarks/diagnostics_report/seed{{seed}}.tsv"
     shell:
         "nudgerl diagnostics-md --input {input} --out {output} > {log} 2>&1"
+
+
+rule replicate_table:
+    """Table 1's rows per replicate, each with its paired difference from its own Base."""
+    input:
+        expand(f"{RESULTS}/eval/{{method}}/seed{{seed}}/summary.json", method=METHODS, seed=SEEDS, allow_missing=True),
+    output:
+        csv=report(f"{RESULTS}/tables/table1_replicates.csv", caption="../report/table1_replicates.rst",
+                   category="Main results"),
+        md=f"{RESULTS}/tables/table1_replicates.md",
+    params:
+        methods=METHODS,
+        benchmarks=BENCHMARKS,
+        seeds=SEEDS,
+        n_boot=N_BOOT,
+        prefix=lambda w, output: os.path.splitext(output.csv)[0],
+        eval_root=lambda w, input: os.path.dirname(os.path.dirname(os.path.dirname(input[0]))),
+    conda:
+        "../envs/nudgerl.yaml"
+    log:
+        f"{RESULTS}/logs/replicate_table.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/replicate_table.tsv"
+    shell:
+        "nudgerl replicate-table --eval-root {params.eval_root} --methods {params.methods} "
+        "--benchmarks {params.benchmarks} --seeds {params.seeds} --bootstrap-samples {params.n_boot} "
+        "--out-prefix {params.prefix} > {log} 2>&1"
+
+
+rule claims:
+    """The paper's seven claims beside ours (paired intervals over problems and replicates, a verdict each)."""
+    input:
+        evals=claim_evals(),
+        metrics=claim_metrics(),
+    output:
+        csv=report(f"{RESULTS}/tables/claims.csv", caption="../report/claims.rst", category="Main results"),
+        md=f"{RESULTS}/tables/claims.md",
+    params:
+        roles=json.dumps(CLAIM_ROLES, sort_keys=True),
+        benchmarks=BENCHMARKS,
+        n_boot=N_BOOT,
+        prefix=lambda w, output: os.path.splitext(output.csv)[0],
+        eval_root=lambda w, input: os.path.dirname(os.path.dirname(os.path.dirname(input.evals[0]))),
+        runs_root=lambda w, input: os.path.dirname(os.path.dirname(os.path.dirname(input.metrics[0]))),
+    conda:
+        "../envs/nudgerl.yaml"
+    log:
+        f"{RESULTS}/logs/claims.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/claims.tsv"
+    shell:
+        "nudgerl claims --eval-root {params.eval_root} --runs-root {params.runs_root} --roles {params.roles:q} "
+        "--benchmarks {params.benchmarks} --bootstrap-samples {params.n_boot} --out-prefix {params.prefix} > {log} 2>&1"
 
 
 rule ablation_table:
@@ -84,7 +137,7 @@ rule ablation_table:
         lambda w: expand(
             f"{RESULTS}/eval/{{method}}/seed{{seed}}/summary.json",
             method=[*(m for m, _ in ABLATIONS[w.ablation]), REFERENCE],
-            seed=SEEDS,
+            seed=ABLATION_SEEDS,
             allow_missing=True,
             **w,
         ),
@@ -101,7 +154,7 @@ rule ablation_table:
         labels=lambda w: [label for _, label in ABLATIONS[w.ablation]],
         title=lambda w: ABLATION_TITLES[w.ablation],
         benchmarks=BENCHMARKS,
-        seeds=SEEDS,
+        seeds=ABLATION_SEEDS,
         n_boot=config.get("report", {}).get("bootstrap_samples", 2000),
         reference=REFERENCE,
         prefix=lambda w, output: os.path.splitext(output.csv)[0],

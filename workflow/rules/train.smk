@@ -2,6 +2,7 @@ rule train_grpo:
     """GRPO with N rollouts per prompt (TRL GRPOTrainer); resumes from its last checkpoint."""
     input:
         model=base_model_input,
+        regime=regime_input,
         train=TRAIN,
     output:
         model=directory(f"{RESULTS}/runs/grpo{{n}}/seed{{seed}}/model"),
@@ -31,8 +32,9 @@ rule train_nudgerl:
     """NudgeRL: nudged rollouts, inter-intra advantage, hint-free distillation."""
     input:
         model=base_model_input,
+        regime=regime_input,
         train=TRAIN,
-        pools=lambda w: NUDGE_RUNS[w.method]["pools"],
+        pools=nudge_pools,
     output:
         model=directory(f"{RESULTS}/runs/{{method}}/seed{{seed}}/model"),
         metrics=f"{RESULTS}/runs/{{method}}/seed{{seed}}/metrics.jsonl",
@@ -64,6 +66,7 @@ rule train_pope:
     """POPE baseline: GRPO where guided problems carry an oracle-solution prefix."""
     input:
         model=base_model_input,
+        regime=regime_input,
         train=TRAIN,
         oracles=ORACLES,
     output:
@@ -96,6 +99,7 @@ rule train_grpo_eps:
     """GRPO eps_high sweep (paper Fig. 5): GRPO-N with a different clip-higher bound."""
     input:
         model=base_model_input,
+        regime=regime_input,
         train=TRAIN,
     output:
         model=directory(f"{RESULTS}/runs/grpo{{n}}_eps{{eps}}/seed{{seed}}/model"),

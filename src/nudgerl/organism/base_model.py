@@ -20,14 +20,14 @@ from . import task
 @dataclass
 class BaseModelConfig:
     seed: int = 0
-    examples: int = 40000
+    examples: int = 30000  # SFT traces in the corpus (cycled until the schedule ends)
     hard_fraction: float = 0.5
     hinted_fraction: float = 0.4
     # Phase 1 ("pretraining"): every arithmetic fact of the family, drilled this many
     # times for drill_epochs. Phase 2 (SFT on traces) keeps replaying each fact
     # `arithmetic_replay` times so the table is not forgotten.
-    arithmetic_drills: int = 100
-    drill_epochs: float = 2.0
+    arithmetic_drills: int = 25
+    drill_epochs: float = 1.0
     arithmetic_replay: int = 10
     # Which strategy an unhinted trace uses, independently of the problem.
     unhinted_strategy_weights: dict[str, float] = field(
@@ -53,10 +53,20 @@ class BaseModelConfig:
     num_layers: int = 3
     num_heads: int = 4
     batch_size: int = 64
-    epochs: float = 2.0
     learning_rate: float = 2e-3
     warmup_steps: int = 100
     weight_decay: float = 0.01
+    # Phase 2 (SFTSchedule): cosine cycles of cycle_steps; the execution check (every
+    # strategy's hinted trace reproduced exactly, greedy, on >= check_threshold of
+    # check_problems validation problems, every check_every steps) ends training early with
+    # a linear anneal of anneal_steps; a cycle without a pass is followed by one at half the
+    # peak, up to max_steps (then the failed check is reported and the regime gate decides).
+    check_every: int = 50
+    check_problems: int = 64
+    check_threshold: float = 0.98
+    cycle_steps: int = 600
+    anneal_steps: int = 100
+    max_steps: int = 1500
 
 
 def sft_examples(cfg: BaseModelConfig) -> list[tuple[str, str]]:
@@ -85,11 +95,10 @@ def drill_examples(cfg: BaseModelConfig) -> list[tuple[str, str]]:
     return [task.drill(f) for f in task.arithmetic_facts() for _ in range(cfg.arithmetic_drills)]
 
 
-def _encode(tokenizer, examples):
-    """Token ids and a loss mask that covers the assistant turn (and its end token) only."""
-    import torch
-
-    seqs, masks = [], []
+def _encode(tokenizer, examples) -> tuple[list[list[int]], list[list[int]]]:
+    """Token ids of each (user, assistant) pair and its labels: the assistant turn and its end
+    token; the prompt is -100 (not trained)."""
+    seqs, labels = [], []
     for user, assistant in examples:
         prompt = tokenizer.apply_chat_template(
             [{"role": "user", "content": user}], tokenize=False, add_generation_prompt=True
@@ -97,16 +106,8 @@ def _encode(tokenizer, examples):
         p_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
         c_ids = tokenizer(assistant, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
         seqs.append(p_ids + c_ids)
-        masks.append([0] * len(p_ids) + [1] * len(c_ids))
-    width = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), width), tokenizer.pad_token_id, dtype=torch.long)
-    loss_mask = torch.zeros((len(seqs), width), dtype=torch.bool)
-    attn = torch.zeros((len(seqs), width), dtype=torch.long)
-    for i, (s, m) in enumerate(zip(seqs, masks)):
-        ids[i, : len(s)] = torch.tensor(s)
-        loss_mask[i, : len(m)] = torch.tensor(m, dtype=torch.bool)
-        attn[i, : len(s)] = 1
-    return ids, attn, loss_mask
+        labels.append([-100] * len(p_ids) + c_ids)
+    return seqs, labels
 
 
 def new_model(tokenizer, cfg: BaseModelConfig):
@@ -128,53 +129,228 @@ def new_model(tokenizer, cfg: BaseModelConfig):
     return LlamaForCausalLM(mcfg)
 
 
-def _length_bucketed_batches(lengths, batch_size: int, gen) -> list:
-    """Shuffled batches of similar-length rows: far less padding than random batches."""
+def _shuffled_batches(n: int, batch_size: int, gen) -> list:
+    """One epoch of i.i.d. batches (as a stack: pop() takes the next).
+
+    Not length-bucketed: a strategy fixes a trace's length, so length-sorted batches are
+    nearly pure in one strategy, and those strategy-correlated gradients left the unhinted
+    strategy prior miscalibrated by up to 5x (3 % in the data, 0.6 % in the model) and the
+    longest trace learned only while the learning rate decayed, a coin flip on float noise.
+    """
     import torch
 
-    order = torch.randperm(len(lengths), generator=gen).tolist()
-    chunk = batch_size * 50
-    batches = []
-    for start in range(0, len(order), chunk):
-        part = sorted(order[start : start + chunk], key=lambda i: lengths[i])
-        batches += [part[i : i + batch_size] for i in range(0, len(part), batch_size)]
-    perm = torch.randperm(len(batches), generator=gen).tolist()
-    return [batches[i] for i in perm]
+    order = torch.randperm(n, generator=gen).tolist()
+    return [order[i : i + batch_size] for i in range(0, n, batch_size)][::-1]
 
 
-def _train_phase(model, tokenizer, examples, epochs: float, cfg: BaseModelConfig, gen, log, name: str) -> list:
+def _pack(lengths: list[int], capacity: int) -> list[list[int]]:
+    """First-fit decreasing: positions of ``lengths`` grouped into rows of <= capacity tokens."""
+    rows, room = [], []
+    for i in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
+        for r, free in enumerate(room):
+            if lengths[i] <= free:
+                rows[r].append(i)
+                room[r] -= lengths[i]
+                break
+        else:
+            rows.append([i])
+            room.append(capacity - lengths[i])
+    return rows
+
+
+class _Corpus:
+    """Encoded examples served as i.i.d. batches of ``batch_size`` examples, epoch after epoch.
+
+    A batch's examples are packed into rows of up to two of the longest example, with
+    position ids restarting at each example: transformers then masks attention within each
+    example, so the loss is that of the padded batch, with about 40 % fewer tokens computed.
+    """
+
+    def __init__(self, tokenizer, examples, batch_size: int, gen):
+        self.seqs, self.labels = _encode(tokenizer, examples)
+        self.capacity = 2 * max(len(s) for s in self.seqs)
+        self.pad = tokenizer.pad_token_id
+        self.batch_size, self.gen, self.stack = batch_size, gen, []
+
+    def next_batch(self) -> dict:
+        import torch
+
+        if not self.stack:
+            self.stack = _shuffled_batches(len(self.seqs), self.batch_size, self.gen)
+        picked = self.stack.pop()
+        rows = [[picked[j] for j in row] for row in _pack([len(self.seqs[i]) for i in picked], self.capacity)]
+        width = max(sum(len(self.seqs[i]) for i in row) for row in rows)
+        ids = torch.full((len(rows), width), self.pad, dtype=torch.long)
+        labels = torch.full((len(rows), width), -100, dtype=torch.long)
+        positions = torch.zeros((len(rows), width), dtype=torch.long)
+        for r, row in enumerate(rows):
+            at = 0
+            for i in row:
+                n = len(self.seqs[i])
+                ids[r, at : at + n] = torch.tensor(self.seqs[i])
+                labels[r, at : at + n] = torch.tensor(self.labels[i])
+                positions[r, at : at + n] = torch.arange(n)
+                at += n
+            positions[r, at:] = torch.arange(width - at)  # padding: a sequence of its own, no labels
+        # no attention mask and no cache: the only way transformers reads packed position ids
+        return {"input_ids": ids, "labels": labels, "position_ids": positions, "use_cache": False}
+
+
+def _sgd_step(model, opt, sched, batch: dict) -> float:
     import torch
 
-    ids, attn, loss_mask = _encode(tokenizer, examples)
-    lengths = attn.sum(1).tolist()
-    steps = math.ceil(epochs * len(examples) / cfg.batch_size)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
+    loss = model(**batch).loss
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    sched.step()
+    opt.zero_grad(set_to_none=True)
+    return loss.item()
+
+
+def _drill_phase(model, tokenizer, cfg: BaseModelConfig, gen, log) -> list:
+    """Phase 1: the arithmetic facts, a fixed number of epochs under a cosine schedule."""
+    import torch
+
+    examples = drill_examples(cfg)
+    corpus = _Corpus(tokenizer, examples, cfg.batch_size, gen)
+    steps = math.ceil(cfg.drill_epochs * len(examples) / cfg.batch_size)
     warmup = min(cfg.warmup_steps, steps // 10 + 1)
-
-    def lr_at(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        return 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(1, steps - warmup)))
-
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_at)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: (s + 1) / warmup if s < warmup else 0.5 * (1 + math.cos(math.pi * (s - warmup) / max(1, steps - warmup))))
     model.train()
-    t0, history, batches = time.perf_counter(), [], []
+    history, t0 = [], time.perf_counter()
     for step in range(steps):
-        if not batches:
-            batches = _length_bucketed_batches(lengths, cfg.batch_size, gen)
-        idx = torch.tensor(batches.pop())
-        width = int(attn[idx].sum(1).max())
-        b_ids, b_attn, b_mask = ids[idx, :width], attn[idx, :width], loss_mask[idx, :width]
-        loss = model(input_ids=b_ids, attention_mask=b_attn, labels=b_ids.masked_fill(~b_mask, -100)).loss
+        loss = _sgd_step(model, opt, sched, corpus.next_batch())
+        if step % 100 == 0 or step == steps - 1:
+            history.append({"phase": "arithmetic", "step": step, "loss": loss})
+            log(f"arithmetic step {step}/{steps} loss {loss:.4f} ({time.perf_counter() - t0:.0f}s)")
+    return history
+
+
+def execution_check(model, tokenizer, problems: list, batch_size: int = 256) -> dict[str, float]:
+    """Per strategy, the share of ``problems`` whose hinted trace the model writes exactly
+    (greedy): does it execute each strategy when told to, on problems it never trained on."""
+    import torch
+
+    was_training = model.training
+    model.eval()
+    scores = {}
+    with torch.no_grad():
+        for name in task.STRATEGIES:
+            prompts = [tokenizer.apply_chat_template([{"role": "user", "content": task.prompt_text(
+                p.text(), task.hint_line(name))}], tokenize=False, add_generation_prompt=True) for p in problems]
+            right = 0
+            for i in range(0, len(prompts), batch_size):
+                enc = tokenizer(prompts[i : i + batch_size], return_tensors="pt", padding=True,
+                                padding_side="left", add_special_tokens=False)
+                out = model.generate(**enc, max_new_tokens=task.MAX_TRACE_TOKENS, do_sample=False,
+                                     pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
+                texts = tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+                right += sum(t.strip() == task.trace(p.terms, name) for p, t in zip(problems[i:], texts))
+            scores[name] = right / len(problems)
+    model.train(was_training)
+    return scores
+
+
+def unhinted_strategy_prior(model, tokenizer, problems: list) -> dict[str, float]:
+    """The model's mean probability of each strategy's first word right after "strategy :"
+    with no hint: the habit prior the SFT mixture sets (compare unhinted_strategy_weights)."""
+    import torch
+
+    first = {n: tokenizer.convert_tokens_to_ids(s.words.split()[0]) for n, s in task.STRATEGIES.items()}
+    prompts = [tokenizer.apply_chat_template([{"role": "user", "content": task.prompt_text(p.text())}], tokenize=False,
+                                             add_generation_prompt=True) + "strategy :" for p in problems]
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        enc = tokenizer(prompts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
+        probs = torch.softmax(model(**enc).logits[:, -1].float(), dim=-1)
+    model.train(was_training)
+    return {n: float(probs[:, t].mean()) for n, t in first.items()}
+
+
+class SFTSchedule:
+    """Learning-rate factor of phase 2, with the execution check in the loop.
+
+    Warm-up, then cosine cycles of ``cycle_steps``. The first check that passes turns the
+    rest of the run into a linear anneal of ``anneal_steps`` from the current rate (a run
+    that has learned stops early); a cycle that ends without a pass is followed by another at
+    half the previous peak (a slow run gets more training), up to ``max_steps``.
+    """
+
+    def __init__(self, warmup: int, cycle_steps: int, anneal_steps: int, max_steps: int):
+        self.warmup, self.cycle_steps, self.anneal_steps, self.max_steps = warmup, cycle_steps, anneal_steps, max_steps
+        self.cycle_start, self.peak, self.anneal = warmup, 1.0, None  # anneal: (first step, factor there)
+        self.restarts = 0
+
+    def factor(self, step: int) -> float:
+        if step < self.warmup:
+            return (step + 1) / self.warmup
+        if self.anneal is not None:
+            start, f = self.anneal
+            return max(0.0, f * (1 - (step - start) / self.anneal_steps))
+        if step - self.cycle_start >= self.cycle_steps:  # the cycle ended without a pass
+            self.cycle_start, self.peak, self.restarts = step, self.peak / 2, self.restarts + 1
+        t = (step - self.cycle_start) / self.cycle_steps
+        return self.peak * 0.5 * (1 + math.cos(math.pi * t))
+
+    def passed(self, step: int) -> None:
+        if self.anneal is None:
+            self.anneal = (step, self.factor(step))
+
+    def done(self, step: int) -> bool:
+        if self.anneal is not None:
+            return step >= min(self.anneal[0] + self.anneal_steps, self.max_steps)
+        return step >= self.max_steps
+
+
+def _sft_phase(model, tokenizer, cfg: BaseModelConfig, gen, log) -> tuple[list, dict]:
+    """Phase 2: SFT on traces, checked every ``check_every`` steps (:class:`SFTSchedule`)."""
+    import torch
+
+    corpus = _Corpus(tokenizer, sft_examples(cfg), cfg.batch_size, gen)
+    check_set = task.validation_problems(cfg.seed, cfg.check_problems)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
+    schedule = SFTSchedule(max(1, min(cfg.warmup_steps, cfg.cycle_steps // 10)), cfg.cycle_steps, cfg.anneal_steps,
+                           cfg.max_steps)
+    model.train()
+    history, checks, passed_at, t0 = [], [], None, time.perf_counter()
+    step = 0
+    while not schedule.done(step):
+        for group in opt.param_groups:
+            group["lr"] = cfg.learning_rate * schedule.factor(step)
+        loss = model(**corpus.next_batch()).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
-        sched.step()
         opt.zero_grad(set_to_none=True)
-        if step % 100 == 0 or step == steps - 1:
-            history.append({"phase": name, "step": step, "loss": loss.item()})
-            log(f"{name} step {step}/{steps} loss {loss.item():.4f} ({time.perf_counter() - t0:.0f}s)")
-    return history
+        step += 1
+        if passed_at is None and step % cfg.check_every == 0:
+            scores = execution_check(model, tokenizer, check_set)
+            checks.append({"step": step, "execution": scores})
+            log(f"sft step {step} loss {loss.item():.4f} execution {scores} ({time.perf_counter() - t0:.0f}s)")
+            if min(scores.values()) >= cfg.check_threshold:
+                passed_at = step
+                schedule.passed(step)
+        if step % 100 == 0:
+            history.append({"phase": "sft", "step": step, "loss": loss.item()})
+    history.append({"phase": "sft", "step": step, "loss": loss.item()})
+    final = execution_check(model, tokenizer, check_set)
+    check = {
+        "threshold": cfg.check_threshold,
+        "problems": len(check_set),
+        "passed_at_step": passed_at,
+        "steps": step,
+        "restarts": schedule.restarts,
+        "final_execution": final,
+        "passed": min(final.values()) >= cfg.check_threshold,
+        "unhinted_strategy_prior": unhinted_strategy_prior(model, tokenizer, check_set),
+        "history": checks,
+    }
+    log(f"sft done at step {step}: check passed at {passed_at}, final execution {final}")
+    return history, check
 
 
 def train_base_model(cfg: BaseModelConfig, out_dir: str | Path, log=print) -> dict:
@@ -188,9 +364,8 @@ def train_base_model(cfg: BaseModelConfig, out_dir: str | Path, log=print) -> di
     tokenizer = build_tokenizer()
     model = new_model(tokenizer, cfg)
     t0 = time.perf_counter()
-    history = _train_phase(model, tokenizer, drill_examples(cfg), cfg.drill_epochs, cfg, gen, log, "arithmetic")
-    traces = sft_examples(cfg)
-    history += _train_phase(model, tokenizer, traces, cfg.epochs, cfg, gen, log, "sft")
+    history = _drill_phase(model, tokenizer, cfg, gen, log)
+    sft_history, check = _sft_phase(model, tokenizer, cfg, gen, log)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.bos_token_id = tokenizer.bos_token_id
@@ -198,10 +373,12 @@ def train_base_model(cfg: BaseModelConfig, out_dir: str | Path, log=print) -> di
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
+    history += sft_history
     return {
-        "examples": len(traces),
+        "examples": cfg.examples,
         "parameters": sum(p.numel() for p in model.parameters()),
         "final_loss": history[-1]["loss"],
         "seconds": time.perf_counter() - t0,
+        "execution_check": check,
         "loss_history": history,
     }

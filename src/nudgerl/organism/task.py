@@ -33,6 +33,9 @@ MODULUS = 10
 # Largest integer that can appear anywhere in a problem or trace (the tokenizer has one
 # token per integer 0..MAX_NUMBER).
 MAX_NUMBER = MODULUS - 1
+# Tokens of the longest trace (difference_table, 52 words) plus its end token, with room:
+# the organism's completion budget (grpo/eval max_new_tokens) and the SFT check's.
+MAX_TRACE_TOKENS = 56
 
 
 @dataclass(frozen=True)
@@ -109,6 +112,31 @@ def is_held_out(coeffs: tuple[int, int, int]) -> bool:
     return h % 4 == 0 if c else h % 2 == 0
 
 
+def is_validation(coeffs: tuple[int, int, int]) -> bool:
+    """A tenth of the *training* part of the family, never trained on by the base-model SFT
+    or RL: the problems the SFT checks its strategy execution on (its stopping rule must not
+    read the benchmarks, and must not be fooled by memorised training traces)."""
+    if is_held_out(coeffs):
+        return False
+    a, b, c = coeffs
+    return int(hashlib.sha256(f"validation:{a},{b},{c}".encode()).hexdigest(), 16) % 10 == 0
+
+
+def _training_part(hard: bool) -> list[tuple[int, int, int]]:
+    return [c for c in _coeff_space(hard) if not is_held_out(c) and not is_validation(c)]
+
+
+def validation_problems(seed: int, size: int) -> list[Problem]:
+    """Up to ``size`` distinct validation problems (hard ones first), in a seeded order."""
+    rng = random.Random(f"validation:{seed}")
+    out = []
+    for hard in (True, False):
+        pool = [c for c in _coeff_space(hard) if is_validation(c)]
+        rng.shuffle(pool)
+        out += pool
+    return [_problem(c, f"validation-{i:03d}") for i, c in enumerate(out[:size])]
+
+
 def _problem(coeffs: tuple[int, int, int], pid: str) -> Problem:
     a, b, c = coeffs
     t = [(a + b * n + c * n * n) % MODULUS for n in range(5)]
@@ -118,7 +146,7 @@ def _problem(coeffs: tuple[int, int, int], pid: str) -> Problem:
 def training_problems(seed: int, size: int, hard_fraction: float, prefix: str = "train") -> list[Problem]:
     """``size`` problems (with repeats) from the training part of the family."""
     rng = random.Random(f"{prefix}:{seed}")
-    pools = {h: [c for c in _coeff_space(h) if not is_held_out(c)] for h in (True, False)}
+    pools = {h: _training_part(h) for h in (True, False)}
     n_hard = round(size * hard_fraction)
     flags = [True] * n_hard + [False] * (size - n_hard)
     rng.shuffle(flags)

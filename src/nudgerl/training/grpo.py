@@ -258,9 +258,9 @@ def _check_continuous(path: Path, max_steps: int, every: int = 1) -> None:
 
 
 def build_trainer(trainer_cls, model_dir: str, train_records: list[dict], cfg, run_dir: Path, callbacks=(),
-                  revision: str | None = None, **extra):
-    """Shared by GRPO and NudgeRL: dataset, reward, PEFT, TRL config. ``model_dir`` is a
-    local model folder or a Hugging Face model id (``revision`` pins it)."""
+                  revision: str | None = None, reward_funcs=None, **extra):
+    """Shared by GRPO and NudgeRL: dataset, reward (the grader unless ``reward_funcs``), PEFT,
+    TRL config. ``model_dir`` is a local model folder or a Hugging Face model id (``revision`` pins it)."""
     import datasets
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -287,7 +287,7 @@ def build_trainer(trainer_cls, model_dir: str, train_records: list[dict], cfg, r
     return trainer_cls(
         model=model,
         processing_class=tokenizer,
-        reward_funcs=[correctness_reward],
+        reward_funcs=list(reward_funcs or [correctness_reward]),
         args=trl_config(cfg, str(run_dir / "checkpoints")),
         train_dataset=dataset,
         peft_config=peft_config,

@@ -58,57 +58,40 @@ class NudgeRLTrainer(GRPOTrainer):
         super().__init__(*args, **kwargs)
         self.nudge = nudge
         self.apply_hint = apply_hint
-        self._nudge_rng = np.random.default_rng(self.args.seed)
         self._last_rewards_per_func = None
         self._keep_policy_logps = False
         self._policy_logps = None
 
-    # ------------------------------------------------------------ resume
-    # The nudging RNG (hint sampling, p_drop) is saved beside transformers' RNG states in
-    # every checkpoint and restored with them, so a resumed run nudges as an unbroken one.
-
-    def _nudge_rng_file(self, checkpoint: str) -> str:
-        import os
-
-        return os.path.join(checkpoint, f"nudge_rng_state_{self.args.process_index}.json")
-
-    def _save_rng_state(self, output_dir: str) -> None:
-        import json
-
-        super()._save_rng_state(output_dir)
-        with open(self._nudge_rng_file(output_dir), "w") as f:
-            json.dump(self._nudge_rng.bit_generator.state, f)
-
-    def _load_rng_state(self, checkpoint: str | None) -> None:
-        import json
-        import os
-
-        super()._load_rng_state(checkpoint)
-        if checkpoint is None:
-            return
-        path = self._nudge_rng_file(checkpoint)
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"{path}: checkpoint has no nudging RNG state; cannot resume NudgeRL exactly")
-        with open(path) as f:
-            self._nudge_rng.bit_generator.state = json.load(f)
-
     # ------------------------------------------------------------ nudging
+    # One source of randomness per group: the hints and drops of a group come from a generator
+    # seeded by (run seed, global step, group index in the global generation batch). Every
+    # process therefore draws the same nudges for a group, whichever process holds its rows
+    # (TRL lets a group straddle processes), and a resumed run nudges as an unbroken one
+    # without any generator state in the checkpoint.
 
-    def _choose_hints(self, pool: list[str]) -> list[str | None]:
+    def _group_rng(self, group_index: int) -> np.random.Generator:
+        return np.random.default_rng([self.args.seed, self.state.global_step, group_index])
+
+    def _choose_hints(self, pool: list[str], rng: np.random.Generator) -> list[str | None]:
         M = self.nudge.M
         if self.nudge.hint_sampler == "random" and len(pool) > M:
-            picked = [pool[i] for i in sorted(self._nudge_rng.choice(len(pool), size=M, replace=False))]
+            picked = [pool[i] for i in sorted(rng.choice(len(pool), size=M, replace=False))]
         else:
             picked = list(pool[:M])
         return picked + [None] * (M - len(picked))  # a short pool leaves rollouts hint-free
 
     def _nudge(self, inputs: list[dict]) -> tuple[list[dict], list[int | None]]:
+        """Nudge a whole generation batch (every process's rows, in order): N consecutive rows
+        are one problem's group."""
         N = self.num_generations
+        if len(inputs) % N:
+            raise ValueError(f"a generation batch of {len(inputs)} rows is not a whole number of groups of N={N}")
         nudged, contexts = [], []
-        for start in range(0, len(inputs), N):
+        for g, start in enumerate(range(0, len(inputs), N)):
             group = inputs[start : start + N]
-            hints = self._choose_hints(group[0].get("hints") or [])
-            ctx = nudge_contexts(self.nudge.M, self.nudge.K, self.nudge.p_drop, self._nudge_rng)
+            rng = self._group_rng(g)
+            hints = self._choose_hints(group[0].get("hints") or [], rng)
+            ctx = nudge_contexts(self.nudge.M, self.nudge.K, self.nudge.p_drop, rng)
             for row, c in zip(group, ctx):
                 hint = hints[c] if c is not None else None
                 c = c if hint is not None else None
@@ -116,6 +99,17 @@ class NudgeRLTrainer(GRPOTrainer):
                 nudged.append({**row, "prompt": prompt, "x0_prompt": row["prompt"]})
                 contexts.append(c)
         return nudged, contexts
+
+    def _nudge_local(self, inputs: list[dict]) -> tuple[list[dict], list[int | None], list[int | None]]:
+        """This process's nudged rows and contexts, and every process's contexts (for the advantage)."""
+        from accelerate.utils import gather_object
+
+        return self._nudge_slice(gather_object(inputs), self.accelerator.process_index, len(inputs))
+
+    def _nudge_slice(self, everyone: list[dict], rank: int, rows: int):
+        nudged, contexts = self._nudge(everyone)
+        local = slice(rank * rows, (rank + 1) * rows)
+        return nudged[local], contexts[local], contexts
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
@@ -137,17 +131,16 @@ class NudgeRLTrainer(GRPOTrainer):
 
     def _generate_and_score_completions(self, inputs):
         import torch
-        from accelerate.utils import gather_object
 
         if not self.model.training:
             return super()._generate_and_score_completions(inputs)
-        inputs, contexts = self._nudge(inputs)
+        inputs, contexts, all_contexts = self._nudge_local(inputs)
         out = super()._generate_and_score_completions(inputs)
 
         device = out["advantages"].device
         weights = self.reward_weights.to(device).unsqueeze(0)
+        # TRL gathers every process's rewards (groups are normalised whole)
         rewards = torch.nan_to_num(self._last_rewards_per_func * weights, nan=0.0).sum(dim=1).cpu().numpy()
-        all_contexts = gather_object(contexts)
         N = self.num_generations
         adv = np.concatenate([
             inter_intra_advantages(rewards[s : s + N], all_contexts[s : s + N], self.nudge.lam, self.nudge.normalize)

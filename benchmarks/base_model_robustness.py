@@ -1,0 +1,135 @@
+"""Does the organism's base model converge for every seed and any float noise?
+
+    python benchmarks/base_model_robustness.py                 # 5 seeds x torch threads {1, 2}, ~25 min on 2 cores
+    python benchmarks/base_model_robustness.py --seeds 0 1 --threads 1
+
+Builds each base model with the pipeline's own commands (``nudgerl train-base``, ``nudgerl
+diagnose``, ``nudgerl regime-gate`` with the default config's sections), so each row is what
+a replicate of ``snakemake --cores 2`` would get on this machine. The torch thread count
+changes the order of float summation (a stand-in for another CPU's kernels). Writes
+``benchmarks/base_models.json`` and ``benchmarks/base_models.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+
+
+def _run(cmd: list[str], log: Path) -> float:
+    """Run one pipeline command; its CPU seconds (user + system of the child)."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with open(log, "a") as f:
+        subprocess.run(cmd, check=True, stdout=f, stderr=subprocess.STDOUT, cwd=REPO)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def build(work: Path, config: dict, seed: int, threads: int) -> dict:
+    """One base model, its diagnosis and regime verdict (the DAG's three rules)."""
+    from nudgerl.organism import task
+
+    name = f"seed{seed}_threads{threads}"
+    out, log = work / name, work / f"{name}.log"
+    bench = work / "benchmarks"
+    if not bench.exists():
+        bench.mkdir(parents=True)
+        specs = {k: (v["size"], v["hard_fraction"]) for k, v in config["organism"]["benchmarks"].items()}
+        for b, problems in task.evaluation_sets(config["organism"].get("seed", 0), specs).items():
+            (bench / f"{b}.jsonl").write_text("".join(json.dumps(p.to_record()) + "\n" for p in problems))
+    t0 = time.perf_counter()
+    sft_cpu = _run(["nudgerl", "train-base", "--params", json.dumps(config["base_model"]), "--seed", str(seed),
+                    "--threads", str(threads), "--out-dir", str(out / "model")], log)
+    wall = time.perf_counter() - t0
+    ev = {k: v for k, v in config["eval"].items() if k != "curve"}
+    _run(["nudgerl", "diagnose", "--model", str(out / "model"), "--benchmarks", *map(str, sorted(bench.glob("*.jsonl"))),
+          "--params", json.dumps({**ev, "seed": seed}), "--threads", str(threads), "--out", str(out / "diagnosis.json")],
+         log)
+    gate = subprocess.run(["nudgerl", "regime-gate", "--diagnosis", str(out / "diagnosis.json"), "--regime",
+                           json.dumps({**config["regime"], "gate": False}), "--out", str(out / "regime.json")],
+                          capture_output=True, text=True, cwd=REPO)
+    if gate.returncode:
+        raise SystemExit(gate.stderr)
+    verdict = json.loads((out / "regime.json").read_text())
+    return {"seed": seed, "threads": threads, "sft_cpu_s": round(sft_cpu, 1), "sft_wall_s": round(wall, 1),
+            "figures": {r["figure"]: r["value"] for r in verdict["figures"]}, "in_regime": verdict["in_regime"],
+            "summary": verdict["summary"], "sft": verdict["sft"]}
+
+
+def markdown(rows: list[dict], config: dict) -> str:
+    bounds = config["regime"]["bounds"]
+
+    def bound(f):
+        b = bounds[f]
+        return " and ".join(f"{'>=' if k == 'min' else '<='} {b[k]:g}" for k in ("min", "max") if k in b)
+
+    lines = [
+        "# Base-model robustness: seeds x torch threads",
+        "",
+        f"`python benchmarks/base_model_robustness.py` ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}); "
+        "each row is one `nudgerl train-base` + `diagnose` + `regime-gate` with the default config.",
+        "Regime bounds: " + "; ".join(f"`{f}` {bound(f)}" for f in bounds) + ".",
+        "",
+        "| seed | threads | hinted always-right pass@1 (hard) | unhinted pass@1 (hard) | unhinted share always-right "
+        "| unhinted prior always-right (SFT check) | SFT steps | check passed at | SFT CPU s | in regime |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        f, sft = r["figures"], r["sft"] or {}
+        prior = (sft.get("unhinted_strategy_prior") or {}).get("difference_table")
+        lines.append(
+            f"| {r['seed']} | {r['threads']} | {f['hinted_rare_pass@1_hard']:.3f} | {f['unhinted_pass@1_hard']:.3f} | "
+            f"{f['rare_strategy_share_unhinted']:.3f} | {prior:.3f} | {sft.get('steps')} | {sft.get('passed_at_step')} | "
+            f"{r['sft_cpu_s']:.0f} | {'yes' if r['in_regime'] else 'NO'} |")
+    lines += ["", f"{sum(r['in_regime'] for r in rows)} of {len(rows)} inside the regime."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
+    ap.add_argument("--threads", nargs="+", type=int, default=[1, 2])
+    ap.add_argument("--configfile", default=str(REPO / "config" / "config.yaml"))
+    ap.add_argument("--out-prefix", default=str(REPO / "benchmarks" / "base_models"))
+    args = ap.parse_args(argv)
+    config = yaml.safe_load(Path(args.configfile).read_text())
+    with tempfile.TemporaryDirectory(prefix="nudgerl-base-") as tmp:
+        work = Path(tmp)
+        rows = []
+        # one-thread models two at a time (2 cores); two-thread models alone, as a job would run
+        single = [(s, 1) for s in args.seeds if 1 in args.threads]
+        if single:
+            rows.append(build(work, config, *single[0]))  # writes the benchmark files first
+            with ThreadPoolExecutor(2) as pool:
+                rows += list(pool.map(lambda st: build(work, config, *st), single[1:]))
+        for t in (t for t in args.threads if t != 1):
+            rows += [build(work, config, s, t) for s in args.seeds]
+    rows.sort(key=lambda r: (r["threads"], r["seed"]))
+    out = Path(args.out_prefix)
+    from nudgerl.io import code_version
+
+    record = {"command": " ".join(["python", "benchmarks/base_model_robustness.py", *(argv or sys.argv[1:])]),
+              "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "code_version": code_version(),
+              "config": args.configfile,
+              "base_model": config["base_model"], "regime": config["regime"], "rows": rows}
+    out.with_suffix(".json").write_text(json.dumps(record, indent=2))
+    out.with_suffix(".md").write_text(markdown(rows, config))
+    print(out.with_suffix(".md").read_text())
+    return 0 if all(r["in_regime"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

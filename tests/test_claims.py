@@ -1,0 +1,95 @@
+"""The claims table: the verdict rule, the roles, and paired intervals over problems and replicates."""
+
+import json
+
+import numpy as np
+import pytest
+
+from nudgerl.algorithms import bootstrap_mean_of_means, claim_verdict
+from nudgerl.claims import build_claims, evaluate_claims, render_markdown
+from nudgerl.io import write_jsonl
+from nudgerl.tables import render_replicates, replicate_rows
+
+BENCHES = ["aime24", "apex"]
+
+
+def test_verdict_rule():
+    assert claim_verdict([(0.01, 0.2)]) == "supported"
+    assert claim_verdict([(-0.2, -0.01)]) == "contradicted"
+    assert claim_verdict([(-0.1, 0.1)]) == "inconclusive"
+    # "X is the best": every comparison must hold; one significant loss contradicts
+    assert claim_verdict([(0.01, 0.2), (0.02, 0.1)]) == "supported"
+    assert claim_verdict([(0.01, 0.2), (-0.1, 0.1)]) == "inconclusive"
+    assert claim_verdict([(0.01, 0.2), (-0.3, -0.1)]) == "contradicted"
+    with pytest.raises(ValueError):
+        claim_verdict([])
+
+
+def test_replicates_are_resampled_together_across_benchmarks():
+    # replicate 1 is better on every benchmark: a shared replicate draw moves all benchmarks
+    # together, so the Avg interval is as wide as one benchmark's replicate spread
+    mats = [np.array([[0.0, 1.0]] * 50), np.array([[0.0, 1.0]] * 50)]
+    m, lo, hi = bootstrap_mean_of_means(mats, n_boot=2000)
+    assert m == pytest.approx(0.5) and lo == pytest.approx(0.0) and hi == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="same replicates"):
+        bootstrap_mean_of_means([np.zeros((3, 2)), np.zeros((3, 1))])
+
+
+ROLES = {"nudgerl": "nudgerl8", "nudgerl_n": 8, "grpo": {"8": "grpo8", "32": "grpo32", "64": "grpo64"},
+         "pope": "pope8", "pdrop": [[0.0, "nudgerl8_pdrop0"], [0.5, "nudgerl8"]],
+         "distill": [[0.0, "nudgerl8_distill0"], [0.1, "nudgerl8"]],
+         "hint_sampling": {"sequential": "nudgerl8", "random": "nudgerl8_random"},
+         "eps": [[0.2, "grpo8"], [0.4, "grpo8_eps0.4"]], "seeds": [0, 1, 2], "ablation_seeds": [0]}
+
+
+def test_roles_map_the_papers_claims_to_run_ids():
+    claims = {c.number: c for c in build_claims(ROLES)}
+    assert claims[1].comparisons == [("nudgerl8", "grpo32")] and claims[1].seeds == [0, 1, 2]
+    assert claims[2].comparisons == [("grpo32", "grpo64")]
+    assert claims[4].comparisons == [("nudgerl8", "nudgerl8_pdrop0")] and claims[4].seeds == [0]
+    assert claims[5].missing == ["top_ranked"] and claims[5].comparisons == []  # not run: no verdict
+    assert claims[7].comparisons == [("nudgerl8", "grpo8"), ("nudgerl8", "grpo8_eps0.4")]
+
+
+def _write_eval(root, method, seed, pass_rates, n=8):
+    for b in BENCHES:
+        rows = [{"id": f"{b}-{i:03d}", "n": n, "c": int(round(p * n))} for i, p in enumerate(pass_rates)]
+        write_jsonl(root / method / f"seed{seed}" / f"{b}.problems.jsonl", rows)
+    (root / method / f"seed{seed}" / "summary.json").write_text(json.dumps({b: {"samples_per_problem": n}
+                                                                            for b in BENCHES}))
+
+
+def _write_run(root, method, seed, tokens):
+    path = root / method / f"seed{seed}" / "metrics.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"step": 40, "cumulative_rollout_tokens": tokens}) + "\n")
+
+
+def test_claims_from_records(tmp_path):
+    ev, runs = tmp_path / "eval", tmp_path / "runs"
+    rng = np.random.default_rng(0)
+    base = rng.uniform(0.2, 0.6, size=40)
+    for s in (0, 1, 2):
+        _write_eval(ev, "nudgerl8", s, np.clip(base + 0.3, 0, 1))  # clearly better than GRPO-32
+        _write_eval(ev, "grpo32", s, base)
+        _write_eval(ev, "grpo64", s, base)  # identical to GRPO-32: inconclusive
+        _write_eval(ev, "pope8", s, np.clip(base + 0.5, 0, 1))  # clearly better than NudgeRL: contradicted
+        _write_eval(ev, "base", s, base)
+        _write_run(runs, "nudgerl8", s, 1000.0)
+        _write_run(runs, "grpo32", s, 4000.0)
+    for m in ("nudgerl8_pdrop0", "nudgerl8_distill0", "nudgerl8_random", "grpo8", "grpo8_eps0.4"):
+        _write_eval(ev, m, 0, base)
+    df = evaluate_claims(build_claims(ROLES), ev, runs, BENCHES, n_boot=500)
+    verdict = df.groupby("claim").verdict.first()
+    assert verdict[1] == "supported" and verdict[2] == "inconclusive" and verdict[3] == "contradicted"
+    assert verdict[5] == "not run"
+    one = df[df.claim == 1].iloc[0]
+    assert one.delta == pytest.approx(np.mean(np.clip(base + 0.3, 0, 1) - base), abs=0.02)
+    assert one.rollout_token_ratio == pytest.approx(0.25)
+    md = render_markdown(df, samples=8)
+    assert "| 1 |" in md and "**supported**" in md and "not in this DAG: top_ranked" in md and "3 (seeds 0 1 2)" in md
+
+    per = replicate_rows(ev, ["base", "grpo32", "nudgerl8"], BENCHES, [0, 1, 2], n_boot=300)
+    nud = per[per.method == "nudgerl8"]
+    assert nud.above_reference.all() and (per[per.method == "grpo32"].delta == 0).all()
+    assert "| NudgeRL (N=8) |" in render_replicates(per, ["base", "grpo32", "nudgerl8"], samples=8)
