@@ -26,6 +26,7 @@ include: "workflow/rules/train.smk"
 include: "workflow/rules/eval.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/figures.smk"
+include: "workflow/rules/regime_map.smk"
 
 
 rule all:

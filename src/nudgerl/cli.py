@@ -592,6 +592,37 @@ def cmd_claims(args) -> None:
     print(md.read_text())
 
 
+def cmd_hard_problems(args) -> None:
+    from .io import read_problems, write_jsonl, write_provenance
+
+    rows = [p for path in args.benchmarks for p in read_problems(path) if p.get("hard")]
+    if not rows:
+        raise ValueError(f"no problem marked hard in {args.benchmarks}")
+    write_jsonl(args.out, rows)
+    write_provenance(args.out, {}, {}, args.benchmarks)
+    print(f"{len(rows)} hard problems -> {args.out}")
+
+
+def cmd_regime_map(args) -> None:
+    from . import regime_map as rm
+    from .io import atomic_write_text, write_provenance
+
+    g = args.grid
+    runs = rm.run_table(Path(args.root), g["shares"], g["methods"], g["seeds"], g["reached"])
+    cells = rm.cell_table(Path(args.root), g["shares"], g["methods"], g["seeds"], g["reached"], g["reference"],
+                          g["against"], n_boot=args.bootstrap_samples)
+    csv, md = Path(args.table_prefix + ".csv"), Path(args.table_prefix + ".md")
+    atomic_write_text(csv, runs.to_csv(index=False))
+    atomic_write_text(md, rm.render_markdown(runs, cells, g["reached"], g["samples"], g["every"]))
+    inputs = [Path(args.root) / f"share{rm.share_tag(sh)}" / sub for sh in g["shares"] for s in g["seeds"]
+              for sub in [f"diagnostics/seed{s}.json", *(f"curves/{m}/seed{s}.jsonl" for m in g["methods"])]]
+    write_provenance(csv, g, {"runs": g["seeds"]}, inputs, outputs=[md])
+    fig, data = rm.figure(runs, cells, g["reached"], g["samples"])
+    data["cells"] = cells.to_dict(orient="records")
+    _save_figure(fig, data, args.figure_prefix, g, inputs)
+    print(md.read_text())
+
+
 def _add_replicate_commands(add) -> None:
     p = add("regime-gate", cmd_regime_gate, "fail when a base model's diagnosis is outside the regime bounds")
     p.add_argument("--diagnosis", required=True)
@@ -610,6 +641,18 @@ def _add_replicate_commands(add) -> None:
     p.add_argument("--reference", default="base")
     p.add_argument("--bootstrap-samples", type=int, default=2000)
     p.add_argument("--out-prefix", required=True)
+
+    p = add("hard-problems", cmd_hard_problems, "the hard problems of the organism's benchmarks, as one file")
+    p.add_argument("--benchmarks", nargs="+", required=True)
+    p.add_argument("--out", required=True)
+
+    p = add("regime-map", cmd_regime_map, "NudgeRL against GRPO over the unhinted share of the always-right strategy")
+    p.add_argument("--root", required=True, help="the regime map's folder (share<s>/diagnostics, curves)")
+    p.add_argument("--grid", type=_json_arg, required=True,
+                   help="shares, methods, seeds, reached, samples, every, reference, against (JSON)")
+    p.add_argument("--bootstrap-samples", type=int, default=2000)
+    p.add_argument("--table-prefix", required=True)
+    p.add_argument("--figure-prefix", required=True)
 
     p = add("claims", cmd_claims, "the paper's seven claims beside ours, with a verdict each")
     p.add_argument("--eval-root", required=True)

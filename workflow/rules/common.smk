@@ -151,6 +151,39 @@ def claim_metrics():
             for s in seeds]
 
 
+# The regime map (regime_map.smk): config key `regime_map`, organism only.
+RMAP = config.get("regime_map") if TASK == "organism" else None
+if RMAP:
+    from nudgerl.regime_map import mixture, share_tag
+
+    RMAP_DIR = f"{RESULTS}/regime_map"
+    RMAP_CELL = f"{RMAP_DIR}/share{{share}}"
+    RMAP_SHARES = [share_tag(s) for s in RMAP["shares"]]
+    RMAP_GRID = {**{k: RMAP[k] for k in ("shares", "methods", "seeds", "reached", "every", "samples")},
+                 "reference": NUDGE_MAIN, "against": [m for m in RMAP["methods"] if m.startswith("grpo")]}
+
+
+def regime_map_base_config(share):
+    """The base_model section with the always-right strategy at `share` of the unhinted mixture."""
+    from nudgerl.organism.task import RARE_CORRECT_STRATEGY
+    from nudgerl.organism.base_model import BaseModelConfig
+
+    cfg = dict(config["base_model"])
+    weights = cfg.get("unhinted_strategy_weights") or BaseModelConfig().unhinted_strategy_weights
+    cfg["unhinted_strategy_weights"] = mixture(weights, RARE_CORRECT_STRATEGY, share)
+    return cfg
+
+
+def regime_map_train_command(wildcards):
+    """`train-grpo --num-generations N`, or the main NudgeRL run's `train-nudgerl` arguments."""
+    if wildcards.method == NUDGE_MAIN:
+        nudge = json.dumps(NUDGE_RUNS[NUDGE_MAIN]["nudge"], sort_keys=True)
+        return f"train-nudgerl --pools {shlex.quote(POOLS)} --nudge {shlex.quote(nudge)}"
+    if wildcards.method.startswith("grpo") and wildcards.method[4:].isdigit():
+        return f"train-grpo --num-generations {wildcards.method[4:]}"
+    raise ValueError(f"config key 'regime_map.methods': {wildcards.method!r} is neither grpo<N> nor {NUDGE_MAIN}")
+
+
 wildcard_constraints:
     model=r"[A-Za-z0-9_.-]+",
     seed=r"\d+",
@@ -158,6 +191,7 @@ wildcard_constraints:
     method=r"base|grpo\d+|grpo\d+_eps[0-9.]+|pope\d+|nudgerl\d+(_[a-z0-9.]+)?",
     eps=r"[0-9]+(\.[0-9]+)?",
     ablation=r"pdrop|hint_sampling|distill",
+    share=r"[0-9.]+",
 
 
 def section(name, exclude=(), **extra):

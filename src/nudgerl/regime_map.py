@@ -1,0 +1,189 @@
+"""When does nudging pay? NudgeRL against GRPO over how rare the right strategy is.
+
+Base models are built at a grid of unhinted always-right shares set in the SFT mixture
+(:func:`mixture`); each base model's *measured* share (its diagnosis) is what the figure's x
+axis shows. Every method is trained on every base model and its checkpoints are evaluated
+hint-free on the hard benchmark problems (:mod:`nudgerl.curves`). Per run: the final
+hard pass@1, and the rollout tokens it needed to first reach a fixed hard pass@1 (None if
+it never did). Per cell (share x method): means with 95 % intervals over problems and
+replicates, and NudgeRL's paired differences from each GRPO run on the same base models.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .algorithms import bootstrap_mean_of_means, claim_verdict
+from .io import read_jsonl
+
+
+def mixture(weights: dict[str, float], rare: str, share: float) -> dict[str, float]:
+    """The unhinted strategy mixture with ``rare`` at ``share`` and the other strategies scaled
+    to 1 - share, keeping their proportions."""
+    if not 0 < share < 1:
+        raise ValueError(f"config key 'regime_map.shares': {share} is not in (0, 1)")
+    others = {k: v for k, v in weights.items() if k != rare}
+    total = sum(others.values())
+    if total <= 0:
+        raise ValueError("base_model.unhinted_strategy_weights: the strategies other than the rare one weigh 0")
+    return {**{k: (1 - share) * v / total for k, v in others.items()}, rare: share}
+
+
+def share_tag(share: float) -> str:
+    return f"{share:g}"
+
+
+def _final_and_reach(curve: list[dict], reached: float) -> tuple[np.ndarray, float, float | None, float]:
+    """Per-problem c/n at the last checkpoint, its mean, the rollout tokens at the first
+    checkpoint whose mean reaches ``reached`` (None: never), and the run's total tokens."""
+    by_step = {}
+    for row in curve:
+        by_step.setdefault(row["step"], []).append(row)
+    steps = sorted(by_step)
+
+    def rates(step):
+        probs = sorted((p for r in by_step[step] for p in r["problems"]), key=lambda p: p["id"])
+        return np.array([p["c"] / p["n"] for p in probs])
+
+    tokens = {s: by_step[s][0]["cumulative_rollout_tokens"] or 0.0 for s in steps}
+    hit = next((s for s in steps if rates(s).mean() >= reached), None)
+    final = rates(steps[-1])
+    return final, float(final.mean()), (tokens[hit] if hit is not None else None), float(tokens[steps[-1]])
+
+
+def run_table(root: Path, shares: list[float], methods: list[str], seeds: list[int], reached: float) -> pd.DataFrame:
+    """One row per run: set and measured share, seed, method, final hard pass@1, rollout tokens."""
+    rows = []
+    for share in shares:
+        cell = Path(root) / f"share{share_tag(share)}"
+        for seed in seeds:
+            diag = json.loads((cell / "diagnostics" / f"seed{seed}.json").read_text())["summary"]
+            for method in methods:
+                curve = read_jsonl(cell / "curves" / method / f"seed{seed}.jsonl")
+                _, final, reach, total = _final_and_reach(curve, reached)
+                rows.append({"share_set": share, "share_measured": diag["rare_strategy_share_unhinted"],
+                             "hinted_rare_pass@1_hard": diag.get("hinted_rare_pass@1_hard"), "seed": seed,
+                             "method": method, "final_hard_pass@1": final,
+                             "base_hard_pass@1": _final_and_reach(curve[:1], reached)[1],
+                             "tokens_to_reach": reach, "reached": reach is not None, "rollout_tokens": total})
+    return pd.DataFrame.from_records(rows)
+
+
+def _final_matrix(root: Path, share: float, method: str, seeds: list[int], reached: float) -> np.ndarray:
+    cell = Path(root) / f"share{share_tag(share)}"
+    cols = [_final_and_reach(read_jsonl(cell / "curves" / method / f"seed{s}.jsonl"), reached)[0] for s in seeds]
+    return np.stack(cols, axis=1)  # (hard problems, replicates)
+
+
+def cell_table(root: Path, shares, methods, seeds, reached, reference: str, against: list[str],
+               n_boot: int = 2000) -> pd.DataFrame:
+    """Per share: every method's mean final hard pass@1 [95 % interval over problems and
+    replicates], and ``reference`` (NudgeRL) minus each of ``against`` (GRPO runs), paired."""
+    rows = []
+    for share in shares:
+        mats = {m: _final_matrix(root, share, m, seeds, reached) for m in methods}
+        for m in methods:
+            mean, lo, hi = bootstrap_mean_of_means([mats[m]], n_boot=n_boot)
+            rows.append({"share_set": share, "method": m, "kind": "pass@1", "mean": mean, "ci_low": lo, "ci_high": hi})
+        for other in against:
+            d, lo, hi = bootstrap_mean_of_means([mats[reference] - mats[other]], n_boot=n_boot)
+            rows.append({"share_set": share, "method": f"{reference} - {other}", "kind": "paired difference",
+                         "mean": d, "ci_low": lo, "ci_high": hi, "verdict": claim_verdict([(lo, hi)])})
+    return pd.DataFrame.from_records(rows)
+
+
+def _pct(x):
+    return "-" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{100 * x:.1f}"
+
+
+def render_markdown(runs: pd.DataFrame, cells: pd.DataFrame, reached: float, samples: int, every: int) -> str:
+    from .tables import method_label
+
+    seeds = sorted(runs.seed.unique())
+    replicates = f"{len(seeds)} replicate{'s' if len(seeds) > 1 else ''}"
+    lines = [
+        f"**Regime map: hint-free pass@1 (%) on the hard benchmark problems at the end of training, against the "
+        f"unhinted share of the always-right strategy (set in the SFT mixture; measured by each base model's "
+        f"diagnosis). {replicates} per cell (seeds {', '.join(map(str, seeds))}: base model, RL and "
+        f"sampling seed), {samples} samples per problem at each checkpoint (every {every} steps); intervals resample "
+        f"problems and replicates. Paired: NudgeRL minus GRPO on the same base models and problems "
+        f"(better / worse / tie = interval above 0 / below 0 / contains 0).**",
+        "",
+        "| share set | share measured (per replicate) | " + " | ".join(method_label(m) for m in runs.method.unique())
+        + " | paired |",
+        "|---" * (3 + runs.method.nunique()) + "|",
+    ]
+    verdict_word = {"supported": "better", "contradicted": "worse", "inconclusive": "tie"}
+    for share, sub in runs.groupby("share_set", sort=True):
+        measured = ", ".join(f"{100 * x:.2f}" for x in sub.drop_duplicates("seed").sort_values("seed").share_measured)
+        cells_here = cells[cells.share_set == share]
+        parts = []
+        for m in runs.method.unique():
+            c = cells_here[(cells_here.method == m) & (cells_here.kind == "pass@1")].iloc[0]
+            parts.append(f"{_pct(c['mean'])} [{_pct(c.ci_low)}, {_pct(c.ci_high)}]")
+        paired = []
+        for _, c in cells_here[cells_here.kind == "paired difference"].iterrows():
+            a, b = c.method.split(" - ")
+            paired.append(f"{method_label(a)} - {method_label(b)}: {100 * c['mean']:+.1f} [{100 * c.ci_low:+.1f}, "
+                          f"{100 * c.ci_high:+.1f}] ({verdict_word[c.verdict]})")
+        lines.append(f"| {100 * share:g} % | {measured} % | " + " | ".join(parts) + " | " + "; ".join(paired) + " |")
+    lines += ["", f"**Rollout tokens to first reach hard pass@1 >= {reached:g}** (thousands; '-' = not reached within "
+                  "training), per replicate:", "",
+              "| share set | " + " | ".join(method_label(m) for m in runs.method.unique()) + " |",
+              "|---" * (1 + runs.method.nunique()) + "|"]
+    for share, sub in runs.groupby("share_set", sort=True):
+        cells_ = []
+        for m in runs.method.unique():
+            r = sub[sub.method == m].sort_values("seed")
+            cells_.append(" / ".join("-" if pd.isna(t) else f"{t / 1e3:.0f}" for t in r.tokens_to_reach))
+        lines.append(f"| {100 * share:g} % | " + " | ".join(cells_) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def figure(runs: pd.DataFrame, cells: pd.DataFrame, reached: float, samples: int):
+    """Left: final hard pass@1 against the measured share (every base model a point, cell
+    means with intervals). Right: rollout tokens to first reach ``reached``."""
+    from .figures import TWO_COLUMN, _setup, method_style
+
+    plt = _setup()
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=TWO_COLUMN, constrained_layout=True)
+    data = {"figure": "regime_map", "x": "measured unhinted share of the always-right strategy",
+            "y": ["final hint-free pass@1 on hard problems", f"rollout tokens to reach pass@1 {reached:g}"],
+            "samples_per_problem": samples, "replicates": int(runs.seed.nunique()), "series": []}
+    for m in runs.method.unique():
+        st = method_style(m)
+        sub = runs[runs.method == m]
+        per_share = sub.groupby("share_set").share_measured.mean()
+        cm = cells[(cells.method == m) & (cells.kind == "pass@1")].set_index("share_set").loc[per_share.index]
+        ax.scatter(sub.share_measured, sub["final_hard_pass@1"], color=st["color"], marker=st["marker"], s=10,
+                   alpha=0.45, linewidths=0)
+        ax.errorbar(per_share.values, cm["mean"].values, yerr=[cm["mean"] - cm.ci_low, cm.ci_high - cm["mean"]],
+                    color=st["color"], marker=st["marker"], capsize=2, label=st["label"])
+        hit = sub[sub.reached]
+        ax2.scatter(hit.share_measured, hit.tokens_to_reach / 1e3, color=st["color"], marker=st["marker"], s=14,
+                    label=st["label"])
+        miss = sub[~sub.reached]
+        if len(miss):
+            ax2.scatter(miss.share_measured, miss.rollout_tokens / 1e3, facecolors="none", edgecolors=st["color"],
+                        marker=st["marker"], s=14)
+        data["series"].append({
+            "method": m, "label": st["label"],
+            "runs": sub[["share_set", "share_measured", "seed", "final_hard_pass@1", "tokens_to_reach",
+                         "rollout_tokens"]].to_dict(orient="records"),
+            "cells": {"x": per_share.values.tolist(), "y": cm["mean"].tolist(), "ci_low": cm.ci_low.tolist(),
+                      "ci_high": cm.ci_high.tolist()}})
+    for a in (ax, ax2):
+        a.set_xscale("log")
+        a.set_xlabel("measured unhinted share of the always-right strategy")
+        a.grid(alpha=0.3)
+    ax.set_ylabel("final hint-free pass@1, hard problems")
+    ax.set_ylim(-0.02, 1.02)
+    ax.legend(frameon=False, fontsize=6)
+    ax2.set_yscale("log")
+    ax2.set_ylabel(f"rollout tokens to reach pass@1 {reached:g} (k)")
+    ax2.set_title("hollow: not reached (total tokens shown)", fontsize=6)
+    return fig, data

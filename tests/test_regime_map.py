@@ -1,0 +1,65 @@
+"""The regime map: the SFT mixture per share, the per-run figures, and a CI-sized map end to end."""
+
+import json
+import subprocess
+
+import pandas as pd
+import pytest
+import yaml
+
+from nudgerl.regime_map import _final_and_reach, mixture
+
+
+def test_mixture_sets_the_rare_share_and_keeps_the_others_proportions():
+    w = {"common_difference": 0.75, "first_difference": 0.17, "sum_of_last_two": 0.05, "difference_table": 0.03}
+    m = mixture(w, "difference_table", 0.1)
+    assert m["difference_table"] == 0.1 and sum(m.values()) == pytest.approx(1.0)
+    assert m["common_difference"] / m["first_difference"] == pytest.approx(0.75 / 0.17)
+    assert mixture(w, "difference_table", 0.03)["common_difference"] == pytest.approx(0.75)
+    with pytest.raises(ValueError, match="regime_map.shares"):
+        mixture(w, "difference_table", 1.0)
+
+
+def _row(step, tokens, cs):
+    return {"step": step, "cumulative_rollout_tokens": tokens, "benchmark": "hard",
+            "problems": [{"id": f"p{i}", "n": 4, "c": c} for i, c in enumerate(cs)]}
+
+
+def test_final_pass_and_tokens_to_first_reach():
+    curve = [_row(0, 0.0, [0, 0, 1, 0]), _row(10, 900.0, [2, 2, 2, 0]), _row(20, 1800.0, [4, 4, 2, 2])]
+    final, mean, reach, total = _final_and_reach(curve, 0.5)
+    assert list(final) == [1.0, 1.0, 0.5, 0.5] and mean == 0.75 and total == 1800.0
+    assert reach == 1800.0  # 0.375 at step 10 is below 0.5
+    assert _final_and_reach(curve, 0.3)[2] == 900.0 and _final_and_reach(curve, 0.9)[2] is None
+
+
+GRID = {"regime_map": {"shares": [0.05, 0.3], "methods": ["grpo2", "nudgerl2"], "seeds": [0], "reached": 0.5,
+                       "every": 2, "samples": 1}}
+
+
+@pytest.mark.slow
+def test_ci_sized_map_end_to_end(workdir):
+    (workdir / "map.yaml").write_text(yaml.safe_dump(GRID))
+    proc = subprocess.run(["snakemake", "regime_map", "--cores", "2", "--configfile", "config/smoke.yaml", "map.yaml"],
+                          cwd=workdir, capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    res = workdir / "results"
+    runs = pd.read_csv(res / "tables" / "regime_map.csv")
+    assert len(runs) == 4 and set(runs.method) == {"grpo2", "nudgerl2"} and set(runs.share_set) == {0.05, 0.3}
+    assert runs["final_hard_pass@1"].between(0, 1).all() and (runs.rollout_tokens > 0).all()
+    # the x axis is each base model's measured share, read from its diagnosis
+    for share in ("0.05", "0.3"):
+        diag = json.loads((res / "regime_map" / f"share{share}" / "diagnostics" / "seed0.json").read_text())
+        got = runs[runs.share_set == float(share)].share_measured.unique()
+        assert list(got) == [diag["summary"]["rare_strategy_share_unhinted"]]
+    # the two base models were trained on different mixtures
+    cfgs = [json.loads((res / "regime_map" / f"share{s}" / "models" / "base" / "seed0" / "provenance.json")
+                       .read_text())["config"]["unhinted_strategy_weights"]["difference_table"] for s in ("0.05", "0.3")]
+    assert cfgs == [0.05, 0.3]
+    fig = json.loads((res / "figures" / "regime_map.json").read_text())
+    assert {s["method"] for s in fig["series"]} == {"grpo2", "nudgerl2"} and fig["replicates"] == 1
+    assert (res / "figures" / "regime_map.png").read_bytes()[:4] == b"\x89PNG"
+    md = (res / "tables" / "regime_map.md").read_text()
+    assert "1 replicate per cell" in md and "NudgeRL (N=2) - GRPO (N=2)" in md and "| 5 % |" in md
+    assert (res / "tables" / "regime_map.csv.provenance.json").exists()
+    assert "nudgerl audit: OK" in (res / "audit" / "regime_map.txt").read_text()

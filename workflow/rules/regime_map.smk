@@ -1,0 +1,168 @@
+# The regime map (`snakemake regime_map --cores 2`): base models at a grid of unhinted
+# always-right shares (SFT mixture), GRPO and NudgeRL trained on each, their checkpoints
+# evaluated hint-free on the hard benchmark problems. Organism only; not part of `all`.
+# The regime gate is not applied here: the map leaves the default regime on purpose.
+if TASK == "organism" and RMAP:
+
+    rule regime_map_hard_problems:
+        """The hard problems of the five benchmarks, as one evaluation set."""
+        input:
+            benchmark_files(),
+        output:
+            f"{RMAP_DIR}/hard.jsonl",
+        conda:
+            "../envs/nudgerl.yaml"
+        log:
+            f"{RESULTS}/logs/regime_map/hard_problems.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/regime_map/hard_problems.tsv"
+        shell:
+            "nudgerl hard-problems --benchmarks {input} --out {output} > {log} 2>&1"
+
+    rule regime_map_base_model:
+        """A base model whose unhinted SFT mixture puts the always-right strategy at `share`."""
+        output:
+            directory(f"{RMAP_CELL}/models/base/seed{{seed}}"),
+        params:
+            cfg=lambda w: json.dumps(regime_map_base_config(float(w.share)), sort_keys=True),
+        threads: THREADS
+        resources:
+            mem_mb=declared_mem_mb("base_model", 2000),
+        conda:
+            "../envs/nudgerl.yaml"
+        log:
+            f"{RESULTS}/logs/regime_map/share{{share}}/base_model_seed{{seed}}.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/regime_map/share{{share}}/base_model_seed{{seed}}.tsv"
+        shell:
+            "nudgerl train-base --params {params.cfg:q} --seed {wildcards.seed} --threads {threads} "
+            "--out-dir {output} > {log} 2>&1"
+
+    rule regime_map_diagnose:
+        """The base model's measured share (the map's x axis) and the rest of its diagnosis."""
+        input:
+            model=f"{RMAP_CELL}/models/base/seed{{seed}}",
+            benchmarks=benchmark_files(),
+        output:
+            f"{RMAP_CELL}/diagnostics/seed{{seed}}.json",
+        params:
+            cfg=lambda w: section("eval", exclude=EVAL_EXCLUDE, seed=int(w.seed)),
+        threads: THREADS
+        resources:
+            mem_mb=declared_mem_mb("diagnose_base", 2000),
+        conda:
+            "../envs/nudgerl.yaml"
+        log:
+            f"{RESULTS}/logs/regime_map/share{{share}}/diagnose_seed{{seed}}.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/regime_map/share{{share}}/diagnose_seed{{seed}}.tsv"
+        shell:
+            "nudgerl diagnose --model {input.model} --benchmarks {input.benchmarks} "
+            "--params {params.cfg:q} --threads {threads} --out {output} > {log} 2>&1"
+
+    rule regime_map_train:
+        """GRPO-N or the main NudgeRL run on one base model of the map (the default's trainers)."""
+        input:
+            model=f"{RMAP_CELL}/models/base/seed{{seed}}",
+            train=TRAIN,
+            pools=POOLS,
+        output:
+            model=directory(f"{RMAP_CELL}/runs/{{method}}/seed{{seed}}/model"),
+            metrics=f"{RMAP_CELL}/runs/{{method}}/seed{{seed}}/metrics.jsonl",
+        params:
+            command=regime_map_train_command,
+            cfg=section("grpo", exclude=GRPO_RUN_EXCLUDE),
+            run_dir=lambda w, output: os.path.dirname(output.metrics),
+        threads: THREADS
+        resources:
+            mem_mb=declared_mem_mb("train_grpo", 3000),
+        conda:
+            "../envs/nudgerl.yaml"
+        log:
+            f"{RESULTS}/logs/regime_map/share{{share}}/{{method}}_seed{{seed}}.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/regime_map/share{{share}}/{{method}}_seed{{seed}}.tsv"
+        shell:
+            "nudgerl {params.command} --model {input.model} --train {input.train} --seed {wildcards.seed} "
+            "--params {params.cfg:q} --threads {threads} --out-dir {params.run_dir} > {log} 2>&1"
+
+    rule regime_map_curve:
+        """The run's checkpoints (and its base model, step 0), hint-free, on the hard problems."""
+        input:
+            model=f"{RMAP_CELL}/runs/{{method}}/seed{{seed}}/model",
+            metrics=f"{RMAP_CELL}/runs/{{method}}/seed{{seed}}/metrics.jsonl",
+            base=f"{RMAP_CELL}/models/base/seed{{seed}}",
+            hard=f"{RMAP_DIR}/hard.jsonl",
+        output:
+            f"{RMAP_CELL}/curves/{{method}}/seed{{seed}}.jsonl",
+        params:
+            cfg=json.dumps({**{k: v for k, v in config["eval"].items() if k != "curve"},
+                            "curve": {"every": RMAP["every"], "samples": RMAP["samples"]}}, sort_keys=True),
+            run_dir=lambda w, input: os.path.dirname(input.metrics),
+        threads: THREADS
+        resources:
+            mem_mb=declared_mem_mb("curve_eval", 2000),
+        conda:
+            "../envs/nudgerl.yaml"
+        log:
+            f"{RESULTS}/logs/regime_map/share{{share}}/curve_{{method}}_seed{{seed}}.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/regime_map/share{{share}}/curve_{{method}}_seed{{seed}}.tsv"
+        shell:
+            "nudgerl curve-eval --run-dir {params.run_dir} --base-model {input.base} --benchmarks {input.hard} "
+            "--seed {wildcards.seed} --params {params.cfg:q} --threads {threads} --out {output} > {log} 2>&1"
+
+    rule regime_map_figure:
+        """The map: final hard pass@1 and rollout tokens to a fixed pass@1, against the measured share."""
+        input:
+            diagnoses=expand(f"{RMAP_CELL}/diagnostics/seed{{seed}}.json", share=RMAP_SHARES, seed=RMAP["seeds"]),
+            curves=expand(f"{RMAP_CELL}/curves/{{method}}/seed{{seed}}.jsonl", share=RMAP_SHARES,
+                          method=RMAP["methods"], seed=RMAP["seeds"]),
+        output:
+            csv=report(f"{RESULTS}/tables/regime_map.csv", caption="../report/regime_map.rst", category="Regime map"),
+            md=f"{RESULTS}/tables/regime_map.md",
+            png=report(f"{RESULTS}/figures/regime_map.png", caption="../report/regime_map.rst",
+                       category="Regime map"),
+            pdf=f"{RESULTS}/figures/regime_map.pdf",
+            json=f"{RESULTS}/figures/regime_map.json",
+        params:
+            grid=json.dumps(RMAP_GRID, sort_keys=True),
+            root=RMAP_DIR,
+            n_boot=N_BOOT,
+            table=lambda w, output: os.path.splitext(output.csv)[0],
+            figure=lambda w, output: os.path.splitext(output.png)[0],
+        conda:
+            "../envs/nudgerl.yaml"
+        log:
+            f"{RESULTS}/logs/regime_map/regime_map.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/regime_map/regime_map.tsv"
+        shell:
+            "nudgerl regime-map --root {params.root} --grid {params.grid:q} --bootstrap-samples {params.n_boot} "
+            "--table-prefix {params.table} --figure-prefix {params.figure} > {log} 2>&1"
+
+    rule regime_map_audit:
+        """The map's artifacts back to their records and base models (as `nudgerl audit` does for the rest)."""
+        input:
+            rules.regime_map_figure.output,
+        output:
+            f"{RESULTS}/audit/regime_map.txt",
+        resources:
+            dvc_lock=1,
+        conda:
+            "../envs/nudgerl.yaml"
+        log:
+            f"{RESULTS}/logs/regime_map/audit.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/regime_map/audit.tsv"
+        params:
+            results=lambda w, output: os.path.dirname(os.path.dirname(output[0])),
+            stages=[POOL_STAGE],
+        shell:
+            "nudgerl audit --results {params.results} --dvc-stages {params.stages} --out {output} > {log} 2>&1"
+
+    rule regime_map:
+        """`snakemake regime_map --cores 2`: the figure, the table and their audit."""
+        input:
+            rules.regime_map_figure.output,
+            rules.regime_map_audit.output,
