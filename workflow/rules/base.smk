@@ -6,9 +6,9 @@ if TASK == "organism":
             directory(f"{SHARED}/models/base"),
         params:
             cfg=section("base_model"),
-        threads: THREADS
+        threads: rule_threads("base_model")
         resources:
-            mem_mb=declared_mem_mb("base_model", 2000),
+            **rule_resources("base_model", mem_mb=2000),
         conda:
             "../envs/nudgerl.yaml"
         log:
@@ -27,9 +27,9 @@ if TASK == "organism":
             f"{RESULTS}/diagnostics/base_model.json",
         params:
             cfg=section("eval", exclude=EVAL_EXCLUDE, seed=0),
-        threads: THREADS
+        threads: rule_threads("diagnose_base")
         resources:
-            mem_mb=declared_mem_mb("diagnose_base", 2000),
+            **rule_resources("diagnose_base", mem_mb=2000),
         conda:
             "../envs/nudgerl.yaml"
         log:
