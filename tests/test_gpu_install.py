@@ -1,8 +1,9 @@
-"""The paper-scale install resolves: pip's resolver over the `gpu` extra, as a GPU machine sees
-it (PyPI only), with metadata only (`--dry-run`: no CUDA wheel is downloaded or installed).
+"""Installs: the paper-scale `gpu` extra resolves with the CPU pins (pip's resolver, as a GPU
+machine sees it: PyPI only, metadata only, `--dry-run`: no CUDA wheel is downloaded), and the
+rules' conda environment pins what pyproject.toml pins.
 
-Needs the package index (CI reaches PyPI). About 1-1.5 min, most of it fetching metadata and
-building DeepSpeed's sdist metadata.
+The resolver check needs the package index (CI reaches PyPI): about 1.5-2 min, most of it
+fetching metadata and building DeepSpeed's sdist metadata.
 """
 
 import json
@@ -15,10 +16,9 @@ from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
+import yaml
 
 from conftest import REPO
-
-pytestmark = pytest.mark.slow
 
 
 def _pins(reqs: list[str]) -> dict[str, str]:
@@ -33,6 +33,14 @@ def trl_supported_vllm() -> tuple[str, str]:
     return found.group(1), found.group(2)
 
 
+def test_conda_env_of_the_rules_pins_what_pyproject_pins():
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    env = yaml.safe_load((REPO / "workflow" / "envs" / "nudgerl.yaml").read_text())
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    assert pip and _pins(pip).items() <= _pins(project["dependencies"]).items()
+
+
+@pytest.mark.slow
 def test_gpu_extra_resolves_with_the_cpu_pins(tmp_path):
     from packaging.version import Version
 
