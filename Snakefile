@@ -29,6 +29,13 @@ include: "workflow/rules/figures.smk"
 include: "workflow/rules/regime_map.smk"
 
 
+onstart:
+    # Before the first job is submitted (never in a dry run, which submits nothing): a
+    # profile value still unfilled (profiles/slurm: $NUDGERL_SLURM_ACCOUNT unset, a
+    # <PLACEHOLDER>) stops the run here instead of at sbatch.
+    check_scheduler_placeholders()
+
+
 rule all:
     input:
         final_outputs(),

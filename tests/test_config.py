@@ -174,3 +174,34 @@ def test_missing_local_datasets_and_models_are_named_before_any_job(tmp_path):
         (tmp_path / name).write_text("{}\n")
     (tmp_path / "no-such-model").mkdir()
     validate_config(cfg)  # all present: no error
+
+
+def test_unfilled_scheduler_settings_are_named():
+    from nudgerl.config import resource_placeholders
+
+    settings = [("default-resources", "slurm_account='$NUDGERL_SLURM_ACCOUNT'"),
+                ("default-resources", "slurm_partition='${NUDGERL_SLURM_PARTITION}'"),
+                ("default-resources", "runtime=60"),
+                ("set-resources train_grpo", "slurm_extra='--qos=<QOS>'")]
+    problems = resource_placeholders(settings, environ={"NUDGERL_SLURM_PARTITION": "gpu"})
+    assert problems == [
+        "default-resources slurm_account: environment variable NUDGERL_SLURM_ACCOUNT is not set; "
+        "export NUDGERL_SLURM_ACCOUNT=<value> (profiles/slurm/config.yaml explains it)",
+        "set-resources train_grpo slurm_extra: still the placeholder <QOS>; give your cluster's value"]
+    # set (even to "": a cluster without accounts) and filled: nothing to report
+    assert resource_placeholders(settings[:3], environ={"NUDGERL_SLURM_ACCOUNT": "", "NUDGERL_SLURM_PARTITION": "g"}) == []
+    # a placeholder that arrives through a variable is still a placeholder
+    assert "still the placeholder <ACCOUNT>" in resource_placeholders(
+        settings[:1], environ={"NUDGERL_SLURM_ACCOUNT": "<ACCOUNT>"})[0]
+
+
+def test_per_rule_resources_are_schema_checked(default_config):
+    cfg = copy.deepcopy(default_config)
+    cfg["resources"] = {"gpu": {"train_grpo": 1}, "gpu_model": {"train_grpo": "h100"}, "runtime": {"evaluate": 30}}
+    validate_config(cfg)
+    cfg["resources"] = {"gpus": {"train_grpo": 1}}
+    with pytest.raises(ConfigError, match=r"unknown key\(s\) \['gpus'\] under 'resources'"):
+        validate_config(cfg)
+    cfg["resources"] = {"runtime": {"train_grpx": 30}}
+    with pytest.raises(ConfigError, match="'train_grpx' is not one of"):
+        validate_config(cfg)

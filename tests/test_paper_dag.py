@@ -1,6 +1,7 @@
 """Paper scale without a cluster: `snakemake -n --configfile config/paper.yaml --profile
 profiles/slurm` builds the whole matrix, and its job counts per rule are the paper's."""
 
+import os
 import re
 import subprocess
 
@@ -10,10 +11,15 @@ import yaml
 from conftest import REPO
 
 
+# profiles/slurm reads the account and partition from the environment
+CLUSTER_ENV = {"NUDGERL_SLURM_ACCOUNT": "acct-test", "NUDGERL_SLURM_PARTITION": "gpu-test"}
+
+
 def dry_run(workdir, *extra):
     # Targets before --configfile: --configfile takes every following positional argument.
     proc = subprocess.run(["snakemake", "all", "-n", "--configfile", "config/paper.yaml", "--profile", "profiles/slurm",
-                           *extra], cwd=workdir, capture_output=True, text=True, timeout=300)
+                           *extra], cwd=workdir, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **CLUSTER_ENV})
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     return proc.stdout + proc.stderr
 
@@ -87,7 +93,7 @@ def test_gpu_resources_and_commands(paper_dry_run):
     assert gpu_jobs
     for job in gpu_jobs:
         assert "gpu=1" in job and "gpu_model=h100" in job and "cpus_per_gpu=8" in job, job[:400]
-        assert "slurm_account=<ACCOUNT>" in job and "--gres" not in job
+        assert "slurm_account=acct-test" in job and "slurm_partition=gpu-test" in job and "--gres" not in job
     grpo64 = next(j for j in jobs if "runs/grpo64/seed0/model" in j.split("Shell command:")[0])
     assert "--model Qwen/Qwen3-4B-Instruct-2507 --revision main" in grpo64 or \
         "--model allenai/Olmo-3-7B-Instruct-SFT --revision main" in grpo64
@@ -96,8 +102,26 @@ def test_gpu_resources_and_commands(paper_dry_run):
     assert '"name": "authors_nudgerl"' in nudge and "pools/pools_dapo.jsonl" in nudge
     ev = next(j for j in jobs if j.startswith("evaluate:"))
     assert '"name": "authors_eval"' in ev and '"temperature": 0.7' in ev and '"samples_per_problem": 128' in ev
+    # Per-rule requests live in the config, not in profile lists a command line would replace.
     profile = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
-    assert all("gres" not in str(v.get("slurm_extra", "")) for v in profile["set-resources"].values())
+    assert "set-resources" not in profile and "set-threads" not in profile
+    assert "gres" not in (REPO / "config" / "paper.yaml").read_text()
+
+
+def _resources(out: str, rule: str, output: str) -> str:
+    job = next(j for j in out.split("\nrule ")[1:] if j.startswith(f"{rule}:") and output in j.split("resources:")[0])
+    return job.split("resources:", 1)[1].split("\n", 1)[0]
+
+
+def test_a_command_line_override_changes_only_what_it_names(paper_dry_run):
+    workdir, _ = paper_dry_run
+    out = dry_run(workdir, "--set-resources", "train_grpo:runtime=100")
+    grpo = _resources(out, "train_grpo", "runs/grpo8/seed0/model")
+    for kept in ("mem_mb=128000", "gpu=1", "gpu_model=h100", "cpus_per_gpu=8", "slurm_account=acct-test",
+                 "slurm_partition=gpu-test"):
+        assert kept in grpo, (kept, grpo)
+    assert "runtime=100" in grpo and "runtime=2880" not in grpo
+    assert "runtime=2880" in _resources(out, "train_nudgerl", "runs/nudgerl8/seed0/model")  # other rules keep theirs
 
 
 def test_multi_gpu_training_runs_under_accelerate(paper_dry_run):

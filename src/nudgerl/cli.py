@@ -164,7 +164,7 @@ def cmd_evaluate(args) -> None:
     from .evaluation import clear_partials, evaluate_model
     from .io import atomic_write_text, read_problems, write_provenance
     from .organism.task import parse_strategy
-    from .sampling import SamplingParams
+    from .sampling import SamplingParams, vllm_engine_kwargs
 
     p = args.params
     template = _template(args)
@@ -180,11 +180,10 @@ def cmd_evaluate(args) -> None:
     benchmarks = {Path(b).stem: read_problems(b) for b in args.benchmarks}
     out = Path(args.out_dir)
     organism = template is None or template.style == "organism"
-    backend_kwargs = {k: p[k] for k in ("max_model_len", "gpu_memory_utilization", "tensor_parallel_size") if k in p}
     summaries = evaluate_model(args.model, benchmarks, params, p.get("ks", [1]), out,
                                parse_strategy=parse_strategy if organism else None, template=template,
                                backend=p.get("backend", "transformers"), revision=args.revision,
-                               backend_kwargs=backend_kwargs)
+                               backend_kwargs=vllm_engine_kwargs(p))
     atomic_write_text(out / "summary.json", json.dumps(summaries, indent=2))
     write_provenance(out / "summary.json", p, {"sampling": args.seed}, [args.model, *args.benchmarks],
                      outputs=[out / f"{b}.{kind}" for b in benchmarks

@@ -6,6 +6,8 @@ impossible shape fails before any job starts.
 
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 
 import yaml
@@ -255,6 +257,31 @@ def _preflight_figures(config: dict) -> list[str]:
         problems.append("config key 'grpo.epsilon_high_sweep': the eps_high figure needs a nudgerl section "
                         "(NudgeRL is its reference line)")
     return problems
+
+_PLACEHOLDER = re.compile(r"<[A-Z][A-Z0-9_]*>")
+_ENV_REF = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
+
+
+def resource_placeholders(settings: list[tuple[str, str]], environ=None) -> list[str]:
+    """Scheduler settings that would reach the cluster unfilled. ``settings`` are
+    (where, "name=raw value") pairs as a profile or the command line gave them, e.g.
+    ("default-resources", "slurm_account='$NUDGERL_SLURM_ACCOUNT'"). A value naming an
+    environment variable that is not set (Snakemake leaves ``$NAME`` as it is) or still holding
+    a ``<PLACEHOLDER>`` is a problem; the message names it and the fix. A variable set to the
+    empty string is a choice (e.g. no Slurm account), not a problem."""
+    environ = os.environ if environ is None else environ
+    problems = []
+    for where, setting in settings:
+        name, _, raw = setting.partition("=")
+        unset = [a or b for a, b in _ENV_REF.findall(raw) if (a or b) not in environ]
+        for var in unset:
+            problems.append(f"{where} {name}: environment variable {var} is not set; "
+                            f"export {var}=<value> (profiles/slurm/config.yaml explains it)")
+        expanded = _ENV_REF.sub(lambda m: environ.get(m.group(1) or m.group(2), m.group(0)), raw)
+        for ph in _PLACEHOLDER.findall(expanded):
+            problems.append(f"{where} {name}: still the placeholder {ph}; give your cluster's value")
+    return problems
+
 
 def load_config(path: str | Path) -> dict:
     with open(path) as f:

@@ -10,15 +10,14 @@ from __future__ import annotations
 from .algorithms import pass_at_k
 from .grading import grade
 from .prompts import HINT_STYLES
-from .sampling import SamplingParams, chat_prompt, generate, load_policy
+from .sampling import SamplingParams, chat_prompt, generate, load_policy, vllm_engine_kwargs
 
 
 def rank_pools(model_dir: str, train: list[dict], pools: list[dict], p: dict, hint_style: str = "organism",
                template=None, revision: str | None = None) -> list[dict]:
     """``template`` (a PromptTemplate) builds x0/x1 as in training; without one, the organism's."""
-    backend_kwargs = {k: p[k] for k in ("max_model_len", "gpu_memory_utilization") if k in p}
     model, tokenizer = load_policy(model_dir, backend=p.get("backend", "transformers"), revision=revision,
-                                   **backend_kwargs)
+                                   **vllm_engine_kwargs(p))
     apply_hint = template.apply_hint if template is not None else HINT_STYLES[hint_style]
     answers = {r["id"]: r["answer"] for r in train}
     params = SamplingParams(n=p.get("samples", 16), temperature=p.get("temperature", 1.0),

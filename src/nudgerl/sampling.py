@@ -27,6 +27,14 @@ class SamplingParams:
 
 
 BACKENDS = ("transformers", "vllm")
+# Config keys (eval, ranking) passed to the vLLM engine. enforce_eager skips torch.compile and
+# CUDA-graph capture: slower decoding, but an engine that starts in seconds (short runs, CPU).
+VLLM_ENGINE_KEYS = ("max_model_len", "gpu_memory_utilization", "tensor_parallel_size", "enforce_eager")
+
+
+def vllm_engine_kwargs(params: dict) -> dict:
+    """The vLLM engine settings a config section sets (the transformers backend ignores them)."""
+    return {k: params[k] for k in VLLM_ENGINE_KEYS if k in params}
 
 
 def load_policy(model_dir: str, device: str = "cpu", backend: str = "transformers", revision: str | None = None,
@@ -130,7 +138,7 @@ class VLLMPolicy:
 
     def __init__(self, model: str, revision: str | None = None, max_model_len: int | None = None,
                  gpu_memory_utilization: float = 0.9, tensor_parallel_size: int = 1, dtype: str = "auto",
-                 llm=None, lora_request_cls=None, sampling_params_cls=None):
+                 enforce_eager: bool = False, llm=None, lora_request_cls=None, sampling_params_cls=None):
         # llm / *_cls: injected in CPU tests of this glue; None imports vLLM (GPU).
         base = adapter_base(model)
         self.adapter = model if base else None
@@ -141,7 +149,7 @@ class VLLMPolicy:
 
             kwargs = dict(model=self.base, revision=revision, dtype=dtype, max_model_len=max_model_len,
                           gpu_memory_utilization=gpu_memory_utilization, tensor_parallel_size=tensor_parallel_size,
-                          enable_lora=self.adapter is not None)
+                          enforce_eager=enforce_eager, enable_lora=self.adapter is not None)
             if self.adapter is not None:
                 kwargs["max_lora_rank"] = adapter_rank(self.adapter)
             llm = LLM(**kwargs)

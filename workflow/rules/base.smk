@@ -6,9 +6,9 @@ if TASK == "organism":
             directory(BASE_MODEL),
         params:
             cfg=section("base_model"),
-        threads: THREADS
+        threads: rule_threads("base_model")
         resources:
-            mem_mb=declared_mem_mb("base_model", 2000),
+            **rule_resources("base_model", mem_mb=2000),
         conda:
             "../envs/nudgerl.yaml"
         log:
@@ -28,9 +28,9 @@ if TASK == "organism":
             f"{DIAGNOSIS}.json",
         params:
             cfg=lambda w: section("eval", exclude=EVAL_EXCLUDE, seed=int(w.seed)),
-        threads: THREADS
+        threads: rule_threads("diagnose_base")
         resources:
-            mem_mb=declared_mem_mb("diagnose_base", 2000),
+            **rule_resources("diagnose_base", mem_mb=2000),
         conda:
             "../envs/nudgerl.yaml"
         log:

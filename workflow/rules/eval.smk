@@ -13,9 +13,9 @@ rule evaluate:
         model=model_arg,
         prompt=lambda w: prompt_arg("eval"),
         out_dir=lambda w, output: os.path.dirname(output.summary),
-    threads: THREADS
+    threads: rule_threads("evaluate")
     resources:
-        mem_mb=declared_mem_mb("evaluate", 2000),
+        **rule_resources("evaluate", mem_mb=2000),
     conda:
         "../envs/nudgerl.yaml"
     log:

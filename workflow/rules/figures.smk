@@ -17,9 +17,9 @@ rule curve_eval:
         base=base_model_arg,
         prompt=lambda w: prompt_arg("eval"),
         run_dir=lambda w, input: os.path.dirname(input.metrics),
-    threads: THREADS
+    threads: rule_threads("curve_eval")
     resources:
-        mem_mb=declared_mem_mb("curve_eval", 2000),
+        **rule_resources("curve_eval", mem_mb=2000),
     conda:
         "../envs/nudgerl.yaml"
     log:
@@ -102,9 +102,9 @@ if TASK != "math":
             nudge=json.dumps({"M": _NUDGE.get("M", 2), "K": _NUDGE.get("K", 4)}),
             n_boot=N_BOOT,
             prefix=lambda w, output: os.path.splitext(output.png)[0],
-        threads: THREADS
+        threads: rule_threads("strategy_diversity")
         resources:
-            mem_mb=2000,
+            **rule_resources("strategy_diversity", mem_mb=2000),
         conda:
             "../envs/nudgerl.yaml"
         log:
@@ -133,9 +133,9 @@ if TASK != "math":
             methods=CASE_METHODS,
             eval_dirs=lambda w, input: [os.path.dirname(e) for e in input.evals],
             prefix=lambda w, output: os.path.splitext(output.png)[0],
-        threads: THREADS
+        threads: rule_threads("case_study")
         resources:
-            mem_mb=2000,
+            **rule_resources("case_study", mem_mb=2000),
         conda:
             "../envs/nudgerl.yaml"
         log:

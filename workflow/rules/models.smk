@@ -13,7 +13,7 @@ if GGUF_MODELS:
             source=gguf_args,
             dtype=lambda w: MODELS[w.model]["gguf"].get("dtype", "bfloat16"),
         resources:
-            mem_mb=declared_mem_mb("convert_gguf", 2000),
+            **rule_resources("convert_gguf", mem_mb=2000),
         conda:
             "../envs/nudgerl.yaml"
         log:

@@ -10,6 +10,7 @@ rule strategy_pools:
         stage=POOL_STAGE,
         definition=dvc_stage_definition(POOL_STAGE),
     resources:
+        **rule_resources("strategy_pools"),
         dvc_lock=1,
     conda:
         "../envs/nudgerl.yaml"
@@ -35,9 +36,9 @@ rule rank_hints:
         cfg=section("ranking"),
         model=base_model_arg,
         prompt=lambda w: prompt_arg("nudgerl"),
-    threads: THREADS
+    threads: rule_threads("rank_hints")
     resources:
-        mem_mb=declared_mem_mb("rank_hints", 2000),
+        **rule_resources("rank_hints", mem_mb=2000),
     conda:
         "../envs/nudgerl.yaml"
     log:
@@ -61,6 +62,7 @@ rule oracle_solutions:
         stage=ORACLE_STAGE,
         definition=dvc_stage_definition(ORACLE_STAGE),
     resources:
+        **rule_resources("oracle_solutions"),
         dvc_lock=1,
     conda:
         "../envs/nudgerl.yaml"

@@ -25,9 +25,9 @@ if TASK == "organism" and RMAP:
             directory(f"{RMAP_CELL}/models/base/seed{{seed}}"),
         params:
             cfg=lambda w: json.dumps(regime_map_base_config(float(w.share)), sort_keys=True),
-        threads: THREADS
+        threads: rule_threads("base_model")
         resources:
-            mem_mb=declared_mem_mb("base_model", 2000),
+            **rule_resources("base_model", mem_mb=2000),
         conda:
             "../envs/nudgerl.yaml"
         log:
@@ -47,9 +47,9 @@ if TASK == "organism" and RMAP:
             f"{RMAP_CELL}/diagnostics/seed{{seed}}.json",
         params:
             cfg=lambda w: section("eval", exclude=EVAL_EXCLUDE, seed=int(w.seed)),
-        threads: THREADS
+        threads: rule_threads("diagnose_base")
         resources:
-            mem_mb=declared_mem_mb("diagnose_base", 2000),
+            **rule_resources("diagnose_base", mem_mb=2000),
         conda:
             "../envs/nudgerl.yaml"
         log:
@@ -73,9 +73,9 @@ if TASK == "organism" and RMAP:
             command=regime_map_train_command,
             cfg=section("grpo", exclude=GRPO_RUN_EXCLUDE),
             run_dir=lambda w, output: os.path.dirname(output.metrics),
-        threads: THREADS
+        threads: rule_threads("train_grpo")
         resources:
-            mem_mb=declared_mem_mb("train_grpo", 3000),
+            **rule_resources("train_grpo", mem_mb=3000),
         conda:
             "../envs/nudgerl.yaml"
         log:
@@ -99,9 +99,9 @@ if TASK == "organism" and RMAP:
             cfg=json.dumps({**{k: v for k, v in config["eval"].items() if k != "curve"},
                             "curve": {"every": RMAP["every"], "samples": RMAP["samples"]}}, sort_keys=True),
             run_dir=lambda w, input: os.path.dirname(input.metrics),
-        threads: THREADS
+        threads: rule_threads("curve_eval")
         resources:
-            mem_mb=declared_mem_mb("curve_eval", 2000),
+            **rule_resources("curve_eval", mem_mb=2000),
         conda:
             "../envs/nudgerl.yaml"
         log:

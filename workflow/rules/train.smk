@@ -13,9 +13,9 @@ rule train_grpo:
         prompt=lambda w: prompt_arg("train"),
         launch=launcher,
         run_dir=lambda w, output: os.path.dirname(output.metrics),
-    threads: THREADS
+    threads: rule_threads("train_grpo")
     resources:
-        mem_mb=declared_mem_mb("train_grpo", 3000),
+        **rule_resources("train_grpo", mem_mb=3000),
     conda:
         "../envs/nudgerl.yaml"
     log:
@@ -47,9 +47,9 @@ rule train_nudgerl:
         launch=launcher,
         nudge=lambda w: json.dumps(NUDGE_RUNS[w.method]["nudge"], sort_keys=True),
         run_dir=lambda w, output: os.path.dirname(output.metrics),
-    threads: THREADS
+    threads: rule_threads("train_nudgerl")
     resources:
-        mem_mb=declared_mem_mb("train_nudgerl", 3000),
+        **rule_resources("train_nudgerl", mem_mb=3000),
     conda:
         "../envs/nudgerl.yaml"
     log:
@@ -80,9 +80,9 @@ rule train_pope:
         pope=lambda w: json.dumps({k: v for k, v in config.get("pope", {}).items()
                                    if k not in ("num_generations", "oracle_stage")}, sort_keys=True),
         run_dir=lambda w, output: os.path.dirname(output.metrics),
-    threads: THREADS
+    threads: rule_threads("train_pope")
     resources:
-        mem_mb=declared_mem_mb("train_pope", 3000),
+        **rule_resources("train_pope", mem_mb=3000),
     conda:
         "../envs/nudgerl.yaml"
     log:
@@ -110,9 +110,9 @@ rule train_grpo_eps:
         prompt=lambda w: prompt_arg("train"),
         launch=launcher,
         run_dir=lambda w, output: os.path.dirname(output.metrics),
-    threads: THREADS
+    threads: rule_threads("train_grpo_eps")
     resources:
-        mem_mb=declared_mem_mb("train_grpo_eps", 3000),
+        **rule_resources("train_grpo_eps", mem_mb=3000),
     conda:
         "../envs/nudgerl.yaml"
     log:

@@ -1,0 +1,65 @@
+"""Installs: the paper-scale `gpu` extra resolves with the CPU pins (pip's resolver, as a GPU
+machine sees it: PyPI only, metadata only, `--dry-run`: no CUDA wheel is downloaded), and the
+rules' conda environment pins what pyproject.toml pins.
+
+The resolver check needs the package index (CI reaches PyPI): about 1.5-2 min, most of it
+fetching metadata and building DeepSpeed's sdist metadata.
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tomllib
+from importlib.util import find_spec
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import REPO
+
+
+def _pins(reqs: list[str]) -> dict[str, str]:
+    return dict(r.split("==") for r in reqs)
+
+
+def trl_supported_vllm() -> tuple[str, str]:
+    """The vLLM versions TRL supports, as its own import check states them."""
+    source = Path(find_spec("trl.import_utils").origin).read_text()
+    found = re.search(r'Version\("([\d.]+)"\) <= _vllm_base_version <= Version\("([\d.]+)"\)', source)
+    assert found, "trl/import_utils.py no longer states its vLLM range in the form this test reads"
+    return found.group(1), found.group(2)
+
+
+def test_conda_env_of_the_rules_pins_what_pyproject_pins():
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    env = yaml.safe_load((REPO / "workflow" / "envs" / "nudgerl.yaml").read_text())
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    assert pip and _pins(pip).items() <= _pins(project["dependencies"]).items()
+
+
+@pytest.mark.slow
+def test_gpu_extra_resolves_with_the_cpu_pins(tmp_path):
+    from packaging.version import Version
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    base, gpu = _pins(project["dependencies"]), _pins(project["optional-dependencies"]["gpu"])
+    low, high = trl_supported_vllm()
+    assert Version(low) <= Version(gpu["vllm"]) <= Version(high), f"TRL {base['trl']} supports vLLM {low}-{high}"
+
+    # A GPU machine's view: no pip configuration of this machine (its local CPU torch wheel,
+    # its constraints file), only the package index.
+    env = {k: v for k, v in os.environ.items() if k not in ("PIP_FIND_LINKS", "PIP_CONSTRAINT")}
+    env["PIP_CONFIG_FILE"] = os.devnull
+    report = tmp_path / "report.json"
+    proc = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
+                           "--report", str(report), f"{REPO}[gpu]"], capture_output=True, text=True, timeout=900,
+                          env=env)
+    assert proc.returncode == 0, "pip cannot resolve .[gpu]:\n" + proc.stderr[-4000:]
+    chosen = {i["metadata"]["name"].lower(): i["metadata"]["version"] for i in json.loads(report.read_text())["install"]}
+    for name, version in {**base, **gpu}.items():
+        assert chosen[name.lower()] == version, (name, chosen.get(name.lower()))
+    # PyPI's torch 2.13.0 is the CUDA build (no +cpu local version), with its CUDA libraries.
+    assert chosen["torch"] == "2.13.0" and any(n.startswith("nvidia-") for n in chosen)

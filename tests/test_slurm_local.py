@@ -1,0 +1,214 @@
+"""The workflow through a real Slurm cluster: the project's profile (profiles/slurm), the real
+executor plugin, a one-node cluster on localhost (scripts/slurm-local.sh, started by .ci/run).
+
+A slice of the smoke DAG: organism data, base model, the strategy-pool DVC stage, a NudgeRL
+training run and its evaluation. Checked: every job ran as a Slurm job (none on the head
+node), the per-rule requests and the account and partition from the environment reached
+Slurm, a training job killed by Slurm resumes from its checkpoint on the rerun, a failing job
+fails the run and names its log, and unfilled profile settings stop a run before any submit.
+
+The cluster has no accounting database, so the run uses what profiles/slurm documents for
+such clusters: `--slurm-status-command squeue` (MinJobAge 600 s in the script's slurm.conf,
+>= 3x the init seconds below). Slurm is machine-wide: this module must not run in parallel
+with itself.
+"""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.slow
+
+ACCOUNT = "nudgerl-ci"
+TARGET = "results/eval/nudgerl4/seed0/summary.json"
+RUN = "results/runs/nudgerl4/seed0"
+TRAIN_LOG = "results/logs/train_nudgerl/nudgerl4_seed0.log"
+MAX_STEPS = 12
+# What the slice's rules ask for, beyond the profile's defaults (runtime 60, mem_mb 8000):
+# per-rule values in the workflow's config (resources.<name>.<rule>) and one on the command
+# line, as a user overrides one rule; none of them may drop the others or the account.
+OVERLAY = {
+    "grpo": {"max_steps": MAX_STEPS, "checkpoint_every": 2},
+    "resources": {"mem_mb": {"train_nudgerl": 3500}, "cpus_per_task": {"train_nudgerl": 2}},
+}
+CLI_OVERRIDE = "train_nudgerl:runtime=25"
+SUBMITTED = re.compile(r"Job (\d+) has been submitted with SLURM jobid (\d+) \(log: (\S+)\)\.")
+FINISHED = re.compile(r"Finished jobid: (\d+) \(Rule: (\w+)\)")
+
+
+def _cluster_partition() -> str | None:
+    """The default partition of a running cluster, or None when none answers."""
+    if not shutil.which("sinfo"):
+        return None
+    try:
+        out = subprocess.run(["sinfo", "-h", "-o", "%P %T"], capture_output=True, text=True, timeout=20)
+    except subprocess.TimeoutExpired:
+        return None
+    for line in out.stdout.splitlines():
+        part, state = line.split()
+        if part.endswith("*") and state in ("idle", "mixed", "allocated"):
+            return part.rstrip("*")
+    return None
+
+
+@pytest.fixture(scope="module")
+def partition():
+    # .ci/run starts the cluster where it can (root, apt) and sets NUDGERL_SLURM_LOCAL=1: from
+    # then on a missing cluster is a failure, not a skip.
+    required = os.environ.get("NUDGERL_SLURM_LOCAL") == "1"
+    part = _cluster_partition()
+    if part is None:
+        reason = ("no local Slurm cluster answers (`sinfo`); start one as root with "
+                  "`bash scripts/slurm-local.sh start`")
+        if os.geteuid() != 0:
+            reason = "needs root: the local Slurm cluster's daemons and /etc/slurm are machine-wide"
+        if required:
+            pytest.fail(f"NUDGERL_SLURM_LOCAL=1 but {reason}")
+        pytest.skip(reason)
+    return part
+
+
+def _env(partition, **extra):
+    env = {**os.environ, "NUDGERL_SLURM_ACCOUNT": ACCOUNT, "NUDGERL_SLURM_PARTITION": partition,
+           "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    env.update(extra)
+    return {k: v for k, v in env.items() if v is not None}
+
+
+def _command(*targets, extra=()):
+    # Targets before --configfile (it takes every following argument as a file).
+    return ["snakemake", *targets, "--profile", "profiles/slurm", "--configfile", "config/smoke.yaml",
+            "config/slurm.yaml", "--jobs", "2", "--set-resources", CLI_OVERRIDE,
+            # for a cluster without accounting (documented in profiles/slurm/config.yaml)
+            "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "2",
+            # keep every job's Slurm log, to check where each job ran
+            "--slurm-keep-successful-logs", "--latency-wait", "5", "--retries", "0", *extra]
+
+
+def _squeue(job_ids) -> dict[str, dict]:
+    """Slurm's record of each job (finished ones stay visible for MinJobAge)."""
+    fields = ["id", "comment", "mem", "time", "cpus", "partition", "account", "state"]
+    out = subprocess.run(["squeue", "-h", "--states=all", "-j", ",".join(job_ids), "-o", "%i|%k|%m|%l|%C|%P|%a|%T"],
+                         capture_output=True, text=True, check=True).stdout
+    rows = [dict(zip(fields, line.split("|"))) for line in out.splitlines()]
+    return {r["id"]: r for r in rows}
+
+
+def _jobs_of(output: str) -> tuple[dict[str, tuple[str, str]], list[tuple[str, str]]]:
+    """Snakemake job id -> (Slurm job id, Slurm log) for every submission, and the
+    (Snakemake job id, rule) of every job that finished."""
+    submitted = {m.group(1): (m.group(2), m.group(3)) for m in SUBMITTED.finditer(output)}
+    return submitted, FINISHED.findall(output)
+
+
+def _assert_all_in_slurm(output: str, workdir) -> dict[str, str]:
+    """Every job Snakemake finished was a Slurm job, and its Slurm log shows it ran there.
+    Returns rule (with wildcards, as Slurm's comment) -> Slurm job id."""
+    submitted, finished = _jobs_of(output)
+    assert finished, output[-3000:]
+    outside = [(j, rule) for j, rule in finished if j not in submitted]
+    assert not outside, f"jobs that ran outside Slurm: {outside}"
+    by_comment = {}
+    records = _squeue([slurm_id for slurm_id, _ in submitted.values()])
+    for job, rule in finished:
+        slurm_id, slurm_log = submitted[job]
+        record = records[slurm_id]
+        assert record["state"] == "COMPLETED" and record["comment"].startswith(f"rule_{rule}"), record
+        text = open(slurm_log).read()  # written by the job step on the node
+        assert f"rule {rule}:" in text and "Finished jobid" in text, text[-2000:]
+        assert str(workdir) in slurm_log
+        by_comment[record["comment"]] = slurm_id
+    return by_comment
+
+
+def _complete_checkpoints(run):
+    return sorted(int(p.name.split("-")[1]) for p in (run / "checkpoints").glob("checkpoint-*")
+                  if (p / "trainer_state.json").exists())
+
+
+def _running_job(comment_prefix: str) -> str | None:
+    out = subprocess.run(["squeue", "-h", "-t", "running", "-o", "%i|%k"], capture_output=True, text=True).stdout
+    ids = [i for i, c in (line.split("|") for line in out.splitlines()) if c.startswith(comment_prefix)]
+    return ids[0] if ids else None
+
+
+def test_unfilled_profile_settings_stop_the_run_before_any_submit(workdir, partition):
+    (workdir / "config" / "slurm.yaml").write_text(yaml.safe_dump(OVERLAY))
+    before = subprocess.run(["squeue", "-h", "--states=all", "-o", "%i"], capture_output=True, text=True).stdout
+    proc = subprocess.run(_command(TARGET), cwd=workdir, capture_output=True, text=True, timeout=300,
+                          env=_env(partition, NUDGERL_SLURM_ACCOUNT=None))
+    assert proc.returncode == 1
+    assert "environment variable NUDGERL_SLURM_ACCOUNT is not set" in proc.stderr, proc.stderr[-3000:]
+    assert "NUDGERL_SLURM_PARTITION" not in proc.stderr.split("unfilled scheduler settings")[1]  # that one is set
+    after = subprocess.run(["squeue", "-h", "--states=all", "-o", "%i"], capture_output=True, text=True).stdout
+    assert after == before and "submitted with SLURM jobid" not in proc.stderr
+
+
+def test_smoke_slice_through_slurm(workdir, partition):
+    (workdir / "config" / "slurm.yaml").write_text(yaml.safe_dump(OVERLAY))
+    run = workdir / RUN
+
+    # 1. The slice, with the training job killed by Slurm after its first checkpoint (as a
+    #    time limit, a preemption or a lost node would).
+    with open(workdir / "first.log", "w") as log:
+        proc = subprocess.Popen(_command(TARGET), cwd=workdir, stdout=log, stderr=subprocess.STDOUT,
+                                env=_env(partition))
+    deadline = time.monotonic() + 600
+    while not _complete_checkpoints(run):
+        assert proc.poll() is None, (workdir / "first.log").read_text()[-3000:]
+        assert time.monotonic() < deadline, "no checkpoint within 10 min"
+        time.sleep(0.1)
+    train_job = _running_job("rule_train_nudgerl")
+    assert train_job, "the training job is not running in Slurm"
+    subprocess.run(["scancel", train_job], check=True)
+    assert proc.wait(timeout=300) == 1
+    first = (workdir / "first.log").read_text()
+    assert max(_complete_checkpoints(run)) < MAX_STEPS and not (run / "model").exists()
+    assert f"SLURM-job '{train_job}' failed" in first, first[-3000:]
+    assert TRAIN_LOG in first  # the failed job's log is named
+    done_first = _assert_all_in_slurm(first, workdir)
+    assert {c.split("_wildcards")[0] for c in done_first} == {
+        "rule_organism_data", "rule_base_model", "rule_strategy_pools"}
+
+    # 2. The same command again: only the killed job and the evaluation run, and training
+    #    resumes from its last complete checkpoint.
+    kept = max(_complete_checkpoints(run))
+    again = subprocess.run(_command(TARGET), cwd=workdir, capture_output=True, text=True, timeout=900,
+                           env=_env(partition))
+    assert again.returncode == 0, again.stderr[-4000:]
+    done = _assert_all_in_slurm(again.stderr, workdir)
+    assert set(done) == {"rule_train_nudgerl_wildcards_nudgerl4_0", "rule_evaluate_wildcards_nudgerl4_0"}
+    assert f"at global step {kept}" in (workdir / TRAIN_LOG).read_text()
+    report = json.loads((run / "train_report.json").read_text())
+    assert report["resumed_from_step"] == kept and report["global_step"] == MAX_STEPS
+    summary = json.loads((workdir / TARGET).read_text())
+    assert set(summary) == {"aime24", "aime25", "amc23", "math500", "apex"}
+
+    # 3. What each job asked for reached Slurm: profile defaults, per-rule config values and
+    #    the command-line override side by side, account and partition from the environment.
+    records = _squeue([*done_first.values(), *done.values()])
+    by_rule = {r["comment"].split("_wildcards")[0][len("rule_"):]: r for r in records.values()}
+    assert all(r["account"] == ACCOUNT and r["partition"] == partition for r in records.values())
+    train = by_rule["train_nudgerl"]
+    assert (train["mem"], train["time"], train["cpus"]) == ("3500M", "25:00", "2")
+    assert (by_rule["evaluate"]["mem"], by_rule["evaluate"]["time"]) == ("2000M", "1:00:00")  # rule default
+    assert (by_rule["organism_data"]["mem"], by_rule["organism_data"]["time"]) == ("8000M", "1:00:00")  # profile
+
+    # 4. A job that fails by itself (a corrupt benchmark file) fails the run and names its log.
+    bench = workdir / "results" / "data" / "eval" / "apex.jsonl"
+    bench.write_text(bench.read_text() + "{not json\n")
+    failed = subprocess.run(_command(TARGET, extra=("--forcerun", "evaluate")), cwd=workdir, capture_output=True,
+                            text=True, timeout=600, env=_env(partition))
+    assert failed.returncode == 1
+    submitted, _ = _jobs_of(failed.stderr)
+    (slurm_id, slurm_log), = submitted.values()
+    assert f"SLURM-job '{slurm_id}' failed" in failed.stderr, failed.stderr[-3000:]
+    assert "results/logs/evaluate/nudgerl4_seed0.log" in failed.stderr and slurm_log in failed.stderr
+    assert _squeue([slurm_id])[slurm_id]["state"] == "FAILED"
+    assert "apex.jsonl" in (workdir / "results" / "logs" / "evaluate" / "nudgerl4_seed0.log").read_text()
