@@ -3,11 +3,12 @@ answer region the grader reads, and config-defined templates."""
 
 import pytest
 
-from nudgerl.grading import grade
+from nudgerl.grading import MODE_REGION, grade
 from nudgerl.prompts import (
     AUTHORS_SYSTEM,
     BUILTIN_TEMPLATES,
     PromptTemplate,
+    grading_region,
     organism_apply_hint,
     resolve_template,
 )
@@ -67,10 +68,12 @@ def test_answer_region_decides_what_is_graded():
     t = BUILTIN_TEMPLATES["authors_eval"]
     completion = (r"<start_working_out>first guess \boxed{5}, wrong; it is 4<end_working_out>"
                   "\n<SOLUTION>4</SOLUTION>")
-    assert grade(completion, "4") == 0.0  # the boxed intermediate would win without the region
-    assert grade(t.answer_text(completion), "4") == 1.0
-    assert t.answer_text("<SOLUTION>1</SOLUTION> then <SOLUTION>2</SOLUTION>") == "2"  # the last one
-    assert t.answer_text(r"no tags, \boxed{7}") == r"no tags, \boxed{7}"  # whole text otherwise
+    assert grade(completion, "4", region=None) == 0.0  # the boxed intermediate wins without the region
+    assert grade(completion, "4", region=grading_region(t)) == 1.0
+    assert grade("<SOLUTION>1</SOLUTION> then <SOLUTION>2</SOLUTION>", "2", region=grading_region(t)) == 1.0
+    assert grade(r"no tags, \boxed{7}", "7", region=grading_region(t)) == 1.0  # whole text otherwise
+    # a template naming no region leaves the grader's own (the last <SOLUTION> region)
+    assert grading_region(BUILTIN_TEMPLATES["organism"]) is MODE_REGION and grading_region(None) is MODE_REGION
 
 
 def test_config_templates_and_errors():

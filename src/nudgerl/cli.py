@@ -140,7 +140,7 @@ def cmd_train_grpo(args) -> None:
     from .io import read_problems
     from .training.grpo import GRPORunConfig, train_grpo
 
-    params = dict(args.params, num_generations=args.num_generations, seed=args.seed)
+    params = dict(args.params, num_generations=args.num_generations, seed=args.seed, grader_mode=args.grader_mode)
     template = _template(args)
     cfg = _run_config(params, template)
     assert isinstance(cfg, GRPORunConfig)
@@ -175,7 +175,7 @@ def cmd_evaluate(args) -> None:
     summaries = evaluate_model(args.model, benchmarks, params, p.get("ks", [1]), out,
                                parse_strategy=parse_strategy if organism else None, template=template,
                                backend=p.get("backend", "transformers"), revision=args.revision,
-                               backend_kwargs=backend_kwargs)
+                               backend_kwargs=backend_kwargs, grader_mode=args.grader_mode)
     atomic_write_text(out / "summary.json", json.dumps(summaries, indent=2))
     write_provenance(out / "summary.json", p, {"sampling": args.seed}, [args.model, *args.benchmarks],
                      outputs=[out / f"{b}.{kind}" for b in benchmarks
@@ -225,7 +225,7 @@ def cmd_train_pope(args) -> None:
     from .training.pope import POPEConfig, train_pope
 
     pope = POPEConfig.from_dict(args.pope)
-    params = dict(args.params, num_generations=args.num_generations, seed=args.seed)
+    params = dict(args.params, num_generations=args.num_generations, seed=args.seed, grader_mode=args.grader_mode)
     template = _template(args)
     cfg = _run_config(params, template)
     assert isinstance(cfg, GRPORunConfig)
@@ -242,7 +242,7 @@ def cmd_rank_hints(args) -> None:
     from .ranking import rank_pools
 
     rows = rank_pools(args.model, read_problems(args.train), read_jsonl(args.pools), args.params,
-                      template=_template(args), revision=args.revision)
+                      template=_template(args), revision=args.revision, grader_mode=args.grader_mode)
     write_jsonl(args.out, rows)
     write_provenance(args.out, args.params, {"sampling": args.params.get("seed", 0)},
                      [args.model, args.train, args.pools])
@@ -256,7 +256,7 @@ def cmd_train_nudgerl(args) -> None:
     from .training.nudgerl import NudgeRLConfig, train_nudgerl
 
     nudge = NudgeRLConfig.from_dict(args.nudge)
-    params = dict(args.params, num_generations=nudge.M * nudge.K, seed=args.seed)
+    params = dict(args.params, num_generations=nudge.M * nudge.K, seed=args.seed, grader_mode=args.grader_mode)
     template = _template(args)
     cfg = _run_config(params, template)
     assert isinstance(cfg, GRPORunConfig)
@@ -329,7 +329,8 @@ def cmd_curve_eval(args) -> None:
     organism = template is None or template.style == "organism"
     evaluate_checkpoints(Path(args.run_dir), args.base_model, benchmarks, every, sampling, Path(args.out),
                          parse_strategy=parse_strategy if organism else None, template=template,
-                         revision=args.revision, backend=args.params.get("backend", "transformers"))
+                         revision=args.revision, backend=args.params.get("backend", "transformers"),
+                         grader_mode=args.grader_mode)
     models = [m for _, m, _ in checkpoint_models(Path(args.run_dir), args.base_model, every)]
     write_provenance(args.out, args.params, {"sampling": args.seed},
                      [*models, f"{args.run_dir}/metrics.jsonl", *args.benchmarks])
@@ -528,9 +529,14 @@ def _add_real_data_parsers(add) -> None:
 
 
 def _add_model_arguments(p) -> None:
-    """Real models: a hub revision and the prompt template (both optional: the organism needs neither)."""
+    """Real models: a hub revision and the prompt template (both optional: the organism needs
+    neither); how completions are graded (config key grading.mode)."""
+    from .grading import DEFAULT_MODE, GRADER_MODES
+
     p.add_argument("--revision", default=None, help="revision of a Hugging Face model id given as --model")
     p.add_argument("--prompt", type=_json_arg, default=None, help="prompt template as JSON (nudgerl.prompts)")
+    p.add_argument("--grader-mode", choices=GRADER_MODES, default=DEFAULT_MODE,
+                   help="how completions are graded (nudgerl.grading; config key grading.mode)")
 
 
 # ---------------------------------------------------------------- real small LM (GGUF)

@@ -16,7 +16,7 @@ problem). The ``authors_*`` templates reproduce the text of the NudgeRL authors'
 
 None of the authors' prompts asks for ``\\boxed{}``; the answer sits between the SOLUTION
 tags, so these templates name that region (``answer_region``) and the grader reads the last
-such region when a completion has one (the whole completion otherwise).
+such region (:mod:`nudgerl.grading`).
 A config may add templates of its own under ``prompts.templates`` (same fields).
 """
 
@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field
+
+from .grading import MODE_REGION, SOLUTION_REGION
 
 REASONING_START, REASONING_END = "<start_working_out>", "<end_working_out>"
 SOLUTION_START, SOLUTION_END = "<SOLUTION>", "</SOLUTION>"
@@ -40,7 +42,6 @@ AUTHORS_HINT_BLOCK = (
     "Important:\n"
     "- Follow this approach as your primary strategy.\n\n"
 )
-SOLUTION_REGION = r"<SOLUTION>(.*?)</SOLUTION>"
 
 
 def organism_apply_hint(messages: list[dict], hint: str) -> list[dict]:
@@ -113,16 +114,11 @@ class PromptTemplate:
         block = self.hint_block.replace("{hint}", hint)
         return [*messages[:-1], {**last, "content": content[: len(content) - len(suffix)] + block + suffix}]
 
-    def answer_text(self, completion: str) -> str:
-        """The part of a completion the grader reads: the last answer region, if any."""
-        return answer_text(completion, self.answer_region)
 
-
-def answer_text(completion: str, region: str | None) -> str:
-    if not region:
-        return completion
-    found = re.findall(region, completion, flags=re.DOTALL)
-    return found[-1] if found else completion
+def grading_region(template: PromptTemplate | None):
+    """The ``region`` argument of :func:`nudgerl.grading.grade` for completions of a template:
+    its answer region, or (none named, or no template) the grader mode's own."""
+    return template.answer_region if template is not None and template.answer_region else MODE_REGION
 
 
 BUILTIN_TEMPLATES = {

@@ -14,6 +14,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ..grading import DEFAULT_MODE
 from ..io import atomic_write_text
 
 
@@ -55,6 +56,7 @@ class GRPORunConfig:
     gradient_checkpointing: bool | None = None  # None: TRL's default
     vllm_gpu_memory_utilization: float = 0.3
     vllm_tensor_parallel_size: int = 1
+    grader_mode: str = DEFAULT_MODE  # nudgerl.grading.GRADER_MODES: how the reward reads completions
     stop: list[str] = field(default_factory=list)  # generation stop strings (vLLM), from the prompt template
     extra: dict = field(default_factory=dict)  # passed through to trl.GRPOConfig
 
@@ -264,7 +266,7 @@ def build_trainer(trainer_cls, model_dir: str, train_records: list[dict], cfg, r
     import datasets
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from ..rewards import correctness_reward
+    from ..rewards import correctness_reward_for
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir, revision=revision)
     tokenizer.padding_side = "left"
@@ -287,7 +289,7 @@ def build_trainer(trainer_cls, model_dir: str, train_records: list[dict], cfg, r
     return trainer_cls(
         model=model,
         processing_class=tokenizer,
-        reward_funcs=[correctness_reward],
+        reward_funcs=[correctness_reward_for(cfg.grader_mode)],
         args=trl_config(cfg, str(run_dir / "checkpoints")),
         train_dataset=dataset,
         peft_config=peft_config,
