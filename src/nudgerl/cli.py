@@ -201,7 +201,11 @@ def _run_helper_stage(args, config_cls, build) -> None:
     params = yaml.safe_load(Path(args.params_file).read_text()) or {}
     if args.section not in params:
         raise KeyError(f"{args.params_file} has no section {args.section!r}")
-    stats = build(read_problems(args.problems), config_cls.from_dict(params[args.section]), args.out)
+    try:
+        cfg = config_cls.from_dict(params[args.section])
+    except ValueError as e:
+        raise ValueError(f"{args.params_file} section {args.section!r}: {e}") from None
+    stats = build(read_problems(args.problems), cfg, args.out)
     print(json.dumps({k: v for k, v in stats.items() if k != "config"}, indent=2))
 
 

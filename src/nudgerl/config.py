@@ -65,11 +65,16 @@ def preflight(config: dict) -> list[str]:
         problems += check_real_inputs(config)
     from .prompts import resolve_template
 
-    for use in ("train", "nudgerl", "eval"):
+    for use in ("train", "pope", "nudgerl", "eval"):
         try:
-            resolve_template(config.get("prompts"), use)
+            template = resolve_template(config.get("prompts"), use)
         except ValueError as e:
             problems.append(str(e))
+            continue
+        style = (config.get("pope") or {}).get("prompt_style", "prefill")
+        if use == "pope" and template.guided_user is not None and style != "instruct":
+            problems.append(f"config key 'pope.prompt_style' is {style!r}, but the POPE template {template.name!r} "
+                            "has a guided_user turn, which only the 'instruct' style uses; set prompt_style: instruct")
     ev = config["eval"]
     for k in ev.get("ks", [1]):
         if k > ev["samples_per_problem"]:
