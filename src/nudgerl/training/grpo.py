@@ -56,6 +56,13 @@ class GRPORunConfig:
     gradient_checkpointing: bool | None = None  # None: TRL's default
     vllm_gpu_memory_utilization: float = 0.3
     vllm_tensor_parallel_size: int = 1
+    # Correction of the vLLM sampler / trained policy mismatch (TRL's options; None: TRL's
+    # default, sequence_mask at 3.0). The authors' TRL 0.23 clamped each token's ratio at 2
+    # (token_truncate, clip_max 2.0).
+    vllm_importance_sampling_correction: bool | None = None
+    vllm_importance_sampling_mode: str | None = None
+    vllm_importance_sampling_clip_max: float | None = None
+    vllm_importance_sampling_clip_min: float | None = None
     grader_mode: str = DEFAULT_MODE  # nudgerl.grading.GRADER_MODES: how the reward reads completions
     stop: list[str] = field(default_factory=list)  # generation stop strings (vLLM), from the prompt template
     extra: dict = field(default_factory=dict)  # passed through to trl.GRPOConfig
@@ -79,6 +86,7 @@ def trl_config(cfg: GRPORunConfig, output_dir: str):
             kwargs["generation_kwargs"] = {"stop": list(cfg.stop), "include_stop_str_in_output": True}
     if cfg.gradient_checkpointing is not None:
         kwargs["gradient_checkpointing"] = cfg.gradient_checkpointing
+    kwargs.update(importance_sampling_kwargs(cfg))
     kwargs.update(
         num_generations=cfg.num_generations,
         max_steps=cfg.max_steps,
@@ -115,6 +123,16 @@ def trl_config(cfg: GRPORunConfig, output_dir: str):
     )
     kwargs.update(cfg.extra)
     return GRPOConfig(**kwargs)
+
+
+IMPORTANCE_SAMPLING_KEYS = ("vllm_importance_sampling_correction", "vllm_importance_sampling_mode",
+                            "vllm_importance_sampling_clip_max", "vllm_importance_sampling_clip_min")
+
+
+def importance_sampling_kwargs(cfg: GRPORunConfig) -> dict:
+    """The vLLM importance-sampling options set in the config (the rest keep TRL's defaults).
+    TRL applies them only when generating with vLLM."""
+    return {k: getattr(cfg, k) for k in IMPORTANCE_SAMPLING_KEYS if getattr(cfg, k) is not None}
 
 
 def batch_kwargs(cfg: GRPORunConfig, world_size: int = 1) -> dict:
