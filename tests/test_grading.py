@@ -424,3 +424,31 @@ def test_evaluation_summaries_count_outcomes_and_time_outs(tiny_model_dir, tmp_p
     assert counts["graded"] == 12 and counts["timeout"] == 12
     assert rewards == [0.0] * 12
 
+
+# --- the grader-mode measurement (benchmarks/grader_modes.py) -------------------------------
+
+
+def test_grader_mode_measurement_writes_its_numbers(tmp_path):
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    out = tmp_path / "modes.json"
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "grader_modes.py"), "--limit", "3",
+                           "--out", str(out)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert out.with_suffix(".md").read_text().startswith("# Grader modes")
+    cases = {c["case"]: c for c in result["cases"]}
+    tight = cases["answer between tight tags (the format the authors' prompt asks for)"]
+    assert (tight["standard"], tight["authors"]) == (1.0, 0.0)
+    blind = [c for name, c in cases.items() if name.startswith("the standard mode's blind spot")][0]
+    assert (blind["standard"], blind["authors"], blind["truth"]) == (0.0, 1.0, 1.0)
+    assert all(c["standard"] == c["truth"] for c in result["cases"] if c is not blind and "both miss" not in c["case"])
+    gold = result["gold_completions"]
+    if gold["completions"]:  # the shared benchmark copies are on this machine
+        d = gold["disagreements"]
+        assert d["count"] == d.get("standard_right", 0) + d.get("authors_right", 0) > 0
+        for mode in ("standard", "authors"):
+            assert sum(gold["per_mode"][mode].values()) == gold["completions"]

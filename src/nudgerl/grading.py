@@ -9,6 +9,7 @@ Two named modes (config key ``grading.mode``):
 - ``authors``: the NudgeRL authors' rule, math-verify's ``parse`` with its default settings
   over the whole completion and over the gold, then ``verify`` (their ``verify.py``, in
   training and evaluation). ``region`` does not apply: their rule reads everything.
+  ``benchmarks/grader_modes.py`` measures where the two disagree and which is right.
 
 What counts as correct in the ``standard`` mode (math-verify 0.9.0):
 - The gold is parsed first. An integer gold ("16", "016", "-3") is read by expression
