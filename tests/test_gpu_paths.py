@@ -122,6 +122,12 @@ def test_paper_batching_and_colocate_vllm_config(tmp_path):
     assert (args.learning_rate, args.weight_decay, args.beta, args.epsilon, args.top_p) == (2e-5, 0.001, 0.0, 0.2, 0.95)
     assert str(args.lr_scheduler_type).endswith("COSINE") and args.warmup_steps == 0.05
     assert str(args.optim).endswith("ADAMW_8BIT") and args.loss_type == "grpo" and args.max_steps == 500
+    # the authors' vLLM importance-sampling correction: each token's ratio clamped at 2
+    assert args.vllm_importance_sampling_correction and args.vllm_importance_sampling_mode == "token_truncate"
+    assert (args.vllm_importance_sampling_clip_max, args.vllm_importance_sampling_clip_min) == (2.0, None)
+    # a config that sets nothing keeps TRL 1.16's defaults
+    default = trl_config(GRPORunConfig(num_generations=8), str(tmp_path))
+    assert (default.vllm_importance_sampling_mode, default.vllm_importance_sampling_clip_max) == ("sequence_mask", 3.0)
 
 
 def test_organism_batching_unchanged():

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from nudgerl import grading
-from nudgerl.grading import OUTCOMES, GradeStats, grade, judge
+from nudgerl.grading import GRADER_MODES, MODE_REGION, OUTCOMES, GradeStats, grade, judge
 
 BENCHMARKS = Path("/work/shared/data/benchmarks")
 # No limit would end this: sympy is asked to compare 10^(10^(10^10)) with 5.
@@ -98,6 +98,84 @@ def test_every_benchmark_gold_matches_itself_boxed(bench):
     # ... and an integer gold does not match its neighbour.
     integers = [r["answer"] for r in rows if r["answer"].lstrip("-").isdigit()]
     assert all(grade(f"\\boxed{{{int(a) + 1}}}", a) == 0.0 for a in integers)
+
+
+# --- where the answer is read: the template's region, in every format the templates produce ---
+
+
+def test_the_last_solution_region_is_graded_even_on_raw_text():
+    # the authors' answer format: an answer in the working-out must not count, the region must
+    assert grade("<start_working_out>6*7 = 42<end_working_out><SOLUTION>41</SOLUTION>", "42") == 0.0
+    assert grade("<SOLUTION>42</SOLUTION>", "42") == 1.0
+    assert grade("<SOLUTION>41</SOLUTION> on second thought <SOLUTION>42</SOLUTION>", "42") == 1.0
+    # ... unless the caller names another region, or none (the whole completion)
+    assert grade("<start_working_out>6*7 = 42<end_working_out><SOLUTION>41</SOLUTION>", "42", region=None) == 1.0
+    assert grade("<final>42</final> <SOLUTION>41</SOLUTION>", "42", region=r"<final>(.*?)</final>") == 1.0
+    with pytest.raises(ValueError, match="exactly one regex group"):
+        grade("<SOLUTION>42</SOLUTION>", "42", region=r"<SOLUTION>.*</SOLUTION>")
+    with pytest.raises(ValueError, match="unknown grader mode 'lenient'.*grading.mode"):
+        grade("42", "42", mode="lenient")
+
+
+@pytest.mark.parametrize(
+    "completion, gold, expected",
+    [
+        # boxed (no tags): the organism-style and the generic instruct answer
+        ("We add them: 20 + 22. So \\boxed{42}.", "42", 1.0),
+        ("first \\boxed{41}, then \\boxed{42}", "41", 0.0),
+        # the authors' SOLUTION format: tight, spaced, with $...$, with a box, as a sentence
+        ("<start_working_out>x<end_working_out>\n<SOLUTION>\\frac{1}{2}</SOLUTION>", "\\frac12", 1.0),
+        ("<start_working_out>x<end_working_out>\n<SOLUTION>\n7\\pi\n</SOLUTION>", "7\\pi", 1.0),
+        ("<SOLUTION>7\\pi</SOLUTION>", "7", 0.0),  # bare math is read whole, not as "7 ..."
+        ("<SOLUTION>$(3, \\frac{\\pi}{2})$</SOLUTION>", "\\left( 3, \\frac{\\pi}{2} \\right)", 1.0),
+        ("<SOLUTION>\\boxed{\\$32,\\!348}</SOLUTION>", "\\$32,\\!348", 1.0),
+        ("<SOLUTION>The final answer is $42$.</SOLUTION>", "42", 1.0),
+        ("<start_working_out>try \\boxed{5}<end_working_out><SOLUTION>7</SOLUTION>", "7", 1.0),
+        ("<start_working_out>try \\boxed{5}<end_working_out><SOLUTION>7</SOLUTION>", "5", 0.0),
+    ],
+)
+def test_each_template_format(completion, gold, expected):
+    assert grade(completion, gold) == expected
+
+
+def test_organism_rewards_are_unchanged_by_the_region_default():
+    """Organism traces have no <SOLUTION> tags: the default region grades them exactly as the
+    whole completion (the grader before regions), for every strategy, right or wrong."""
+    from nudgerl.organism import task
+    from nudgerl.rewards import correctness_reward
+
+    problems = task.training_problems(0, 40, 0.5)
+    texts, golds = [], []
+    for p in problems:
+        for strategy in task.STRATEGIES:
+            texts.append(task.trace(p.terms, strategy))
+            golds.append(str(p.answer))
+    assert not any("<SOLUTION>" in t for t in texts)
+    whole = [grade(t, g, region=None) for t, g in zip(texts, golds)]
+    assert [grade(t, g) for t, g in zip(texts, golds)] == whole
+    assert correctness_reward(None, texts, golds) == whole  # the TRL reward of organism rows
+    assert 0 < sum(whole) < len(whole)  # both outcomes occur
+
+
+def test_authors_mode_is_math_verify_over_the_whole_completion():
+    from math_verify import parse, verify
+
+    cases = [
+        ("<start_working_out>6*7 = 42<end_working_out><SOLUTION>41</SOLUTION>", "42"),
+        ("<SOLUTION>42</SOLUTION>", "42"),  # their rule finds no answer in "N>42<": tight tags score 0
+        ("<SOLUTION>\n42\n</SOLUTION>", "42"),
+        ("<SOLUTION>\\boxed{\\frac{1}{2}}</SOLUTION>", "\\frac{1}{2}"),
+        ("so \\boxed{16}", "016"),
+        # their rule reads a bare LaTeX gold as "3" and finds nothing in the right answer
+        ("<SOLUTION>(3, \\frac{\\pi}{2})</SOLUTION>", "\\left( 3, \\frac{\\pi}{2} \\right)"),
+        ("the answer is 3", "\\left( 3, \\frac{\\pi}{2} \\right)"),
+    ]
+    theirs = [float(verify(parse(gold), parse(completion))) for completion, gold in cases]
+    assert [grade(c, g, mode="authors") for c, g in cases] == theirs == [1.0, 0.0, 1.0, 1.0, 1.0, 0.0, 1.0]
+    assert [grade(c, g) for c, g in cases] == [0.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0]  # the standard mode
+    # a template's region does not apply to their rule
+    assert grade(cases[0][0], "42", mode="authors", region=r"<SOLUTION>(.*?)</SOLUTION>") == 1.0
+    assert grade("<SOLUTION>42</SOLUTION>", "42", mode="authors", isolate=True) == 0.0  # same in a grading process
 
 
 def test_counters_add_up():
@@ -269,10 +347,12 @@ def scratch_cwd(tmp_path, monkeypatch):
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.parametrize("mode", GRADER_MODES)
 @pytest.mark.parametrize("where", ["main", "thread", "isolated"])
-def test_payloads_execute_nothing(where, scratch_cwd):
+def test_payloads_execute_nothing(where, mode, scratch_cwd):
     def run():
-        return [judge(p, "0", time_limit=LIMIT, isolate=True if where == "isolated" else None) for p in PAYLOADS]
+        return [judge(p, "0", mode=mode, time_limit=LIMIT, isolate=True if where == "isolated" else None)
+                for p in [*PAYLOADS, *(f"<SOLUTION>{p}</SOLUTION>" for p in PAYLOADS)]]
 
     if where == "thread":
         box = []
@@ -286,27 +366,36 @@ def test_payloads_execute_nothing(where, scratch_cwd):
     assert not (scratch_cwd / "PWNED").exists()
 
 
+HOSTILE_REGIONS = [
+    ("<SOLUTION>" * 20_000 + "5", 0.0),  # 20k openers, no closer: the region search stays bounded
+    ("<SOLUTION>" + "\\frac{1}{" * 300 + "2" + "}" * 300 + "</SOLUTION>", 0.0),  # nested bare math
+]
+
+
+@pytest.mark.parametrize("mode", GRADER_MODES)
 @pytest.mark.parametrize("where", ["main", "thread"])
-def test_hostile_completions_get_a_reward_in_bounded_time(where, scratch_cwd):
+def test_hostile_completions_get_a_reward_in_bounded_time(where, mode, scratch_cwd):
     stats = GradeStats()
     got = []
+    items = HOSTILE + HOSTILE_REGIONS
 
     def run():
-        for completion, _ in HOSTILE:
+        for completion, _ in items:
             t0 = time.monotonic()
-            got.append((grade(completion, "5", stats, time_limit=LIMIT), time.monotonic() - t0))
+            got.append((grade(completion, "5", stats, mode=mode, time_limit=LIMIT), time.monotonic() - t0))
 
     if where == "thread":
         t = threading.Thread(target=run)
         t.start()
-        t.join(len(HOSTILE) * (LIMIT + SLACK) + grading.WORKER_START_SECONDS)
+        t.join(len(items) * (LIMIT + SLACK) + grading.WORKER_START_SECONDS)
         assert not t.is_alive()
     else:
         run()
-    assert [r for r, _ in got] == [expected for _, expected in HOSTILE]
+    if mode == "standard":  # the authors' rule reads all of a 1 MB completion: it may time out instead
+        assert [r for r, _ in got] == [expected for _, expected in items]
     assert all(seconds < LIMIT + SLACK for _, seconds in got)
     counts = stats.as_dict()
-    assert counts["graded"] == len(HOSTILE) and counts["timeout"] >= 2  # at least the towers
+    assert counts["graded"] == len(items) and counts["timeout"] >= 2  # at least the towers
 
 
 # --- the counters reach the evaluation outputs --------------------------------------------
@@ -334,3 +423,32 @@ def test_evaluation_summaries_count_outcomes_and_time_outs(tiny_model_dir, tmp_p
     counts, rewards = grader_counts(tmp_path / "starved")
     assert counts["graded"] == 12 and counts["timeout"] == 12
     assert rewards == [0.0] * 12
+
+
+# --- the grader-mode measurement (benchmarks/grader_modes.py) -------------------------------
+
+
+def test_grader_mode_measurement_writes_its_numbers(tmp_path):
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    out = tmp_path / "modes.json"
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "grader_modes.py"), "--limit", "3",
+                           "--out", str(out)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert out.with_suffix(".md").read_text().startswith("# Grader modes")
+    cases = {c["case"]: c for c in result["cases"]}
+    tight = cases["answer between tight tags (the format the authors' prompt asks for)"]
+    assert (tight["standard"], tight["authors"]) == (1.0, 0.0)
+    blind = [c for name, c in cases.items() if name.startswith("the standard mode's blind spot")][0]
+    assert (blind["standard"], blind["authors"], blind["truth"]) == (0.0, 1.0, 1.0)
+    assert all(c["standard"] == c["truth"] for c in result["cases"] if c is not blind and "both miss" not in c["case"])
+    gold = result["gold_completions"]
+    if gold["completions"]:  # the shared benchmark copies are on this machine
+        d = gold["disagreements"]
+        assert d["count"] == d.get("standard_right", 0) + d.get("authors_right", 0) > 0
+        for mode in ("standard", "authors"):
+            assert sum(gold["per_mode"][mode].values()) == gold["completions"]

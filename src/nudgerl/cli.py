@@ -149,7 +149,7 @@ def cmd_train_grpo(args) -> None:
     from .io import read_problems
     from .training.grpo import GRPORunConfig, train_grpo
 
-    params = dict(args.params, num_generations=args.num_generations, seed=args.seed)
+    params = dict(args.params, num_generations=args.num_generations, seed=args.seed, grader_mode=args.grader_mode)
     template = _template(args)
     cfg = _run_config(params, template)
     assert isinstance(cfg, GRPORunConfig)
@@ -183,7 +183,7 @@ def cmd_evaluate(args) -> None:
     summaries = evaluate_model(args.model, benchmarks, params, p.get("ks", [1]), out,
                                parse_strategy=parse_strategy if organism else None, template=template,
                                backend=p.get("backend", "transformers"), revision=args.revision,
-                               backend_kwargs=vllm_engine_kwargs(p))
+                               backend_kwargs=vllm_engine_kwargs(p), grader_mode=args.grader_mode)
     atomic_write_text(out / "summary.json", json.dumps(summaries, indent=2))
     write_provenance(out / "summary.json", p, {"sampling": args.seed}, [args.model, *args.benchmarks],
                      outputs=[out / f"{b}.{kind}" for b in benchmarks
@@ -209,7 +209,11 @@ def _run_helper_stage(args, config_cls, build) -> None:
     params = yaml.safe_load(Path(args.params_file).read_text()) or {}
     if args.section not in params:
         raise KeyError(f"{args.params_file} has no section {args.section!r}")
-    stats = build(read_problems(args.problems), config_cls.from_dict(params[args.section]), args.out)
+    try:
+        cfg = config_cls.from_dict(params[args.section])
+    except ValueError as e:
+        raise ValueError(f"{args.params_file} section {args.section!r}: {e}") from None
+    stats = build(read_problems(args.problems), cfg, args.out)
     print(json.dumps({k: v for k, v in stats.items() if k != "config"}, indent=2))
 
 
@@ -233,7 +237,7 @@ def cmd_train_pope(args) -> None:
     from .training.pope import POPEConfig, train_pope
 
     pope = POPEConfig.from_dict(args.pope)
-    params = dict(args.params, num_generations=args.num_generations, seed=args.seed)
+    params = dict(args.params, num_generations=args.num_generations, seed=args.seed, grader_mode=args.grader_mode)
     template = _template(args)
     cfg = _run_config(params, template)
     assert isinstance(cfg, GRPORunConfig)
@@ -251,7 +255,7 @@ def cmd_rank_hints(args) -> None:
 
     params = args.params if args.seed is None else {**args.params, "seed": args.seed}
     rows = rank_pools(args.model, read_problems(args.train), read_jsonl(args.pools), params,
-                      template=_template(args), revision=args.revision)
+                      template=_template(args), revision=args.revision, grader_mode=args.grader_mode)
     write_jsonl(args.out, rows)
     write_provenance(args.out, params, {"sampling": params.get("seed", 0)},
                      [args.model, args.train, args.pools])
@@ -265,7 +269,7 @@ def cmd_train_nudgerl(args) -> None:
     from .training.nudgerl import NudgeRLConfig, train_nudgerl
 
     nudge = NudgeRLConfig.from_dict(args.nudge)
-    params = dict(args.params, num_generations=nudge.M * nudge.K, seed=args.seed)
+    params = dict(args.params, num_generations=nudge.M * nudge.K, seed=args.seed, grader_mode=args.grader_mode)
     template = _template(args)
     cfg = _run_config(params, template)
     assert isinstance(cfg, GRPORunConfig)
@@ -338,7 +342,8 @@ def cmd_curve_eval(args) -> None:
     organism = template is None or template.style == "organism"
     evaluate_checkpoints(Path(args.run_dir), args.base_model, benchmarks, every, sampling, Path(args.out),
                          parse_strategy=parse_strategy if organism else None, template=template,
-                         revision=args.revision, backend=args.params.get("backend", "transformers"))
+                         revision=args.revision, backend=args.params.get("backend", "transformers"),
+                         grader_mode=args.grader_mode)
     models = [m for _, m, _ in checkpoint_models(Path(args.run_dir), args.base_model, every)]
     write_provenance(args.out, args.params, {"sampling": args.seed},
                      [*models, f"{args.run_dir}/metrics.jsonl", *args.benchmarks])
@@ -681,9 +686,14 @@ def _add_real_data_parsers(add) -> None:
 
 
 def _add_model_arguments(p) -> None:
-    """Real models: a hub revision and the prompt template (both optional: the organism needs neither)."""
+    """Real models: a hub revision and the prompt template (both optional: the organism needs
+    neither); how completions are graded (config key grading.mode)."""
+    from .grading import DEFAULT_MODE, GRADER_MODES
+
     p.add_argument("--revision", default=None, help="revision of a Hugging Face model id given as --model")
     p.add_argument("--prompt", type=_json_arg, default=None, help="prompt template as JSON (nudgerl.prompts)")
+    p.add_argument("--grader-mode", choices=GRADER_MODES, default=DEFAULT_MODE,
+                   help="how completions are graded (nudgerl.grading; config key grading.mode)")
 
 
 # ---------------------------------------------------------------- real small LM (GGUF)

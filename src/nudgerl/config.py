@@ -67,11 +67,16 @@ def preflight(config: dict) -> list[str]:
         problems += check_real_inputs(config)
     from .prompts import resolve_template
 
-    for use in ("train", "nudgerl", "eval"):
+    for use in ("train", "pope", "nudgerl", "eval"):
         try:
-            resolve_template(config.get("prompts"), use)
+            template = resolve_template(config.get("prompts"), use)
         except ValueError as e:
             problems.append(str(e))
+            continue
+        style = (config.get("pope") or {}).get("prompt_style", "prefill")
+        if use == "pope" and template.guided_user is not None and style != "instruct":
+            problems.append(f"config key 'pope.prompt_style' is {style!r}, but the POPE template {template.name!r} "
+                            "has a guided_user turn, which only the 'instruct' style uses; set prompt_style: instruct")
     ev = config["eval"]
     for k in ev.get("ks", [1]):
         if k > ev["samples_per_problem"]:
@@ -81,6 +86,7 @@ def preflight(config: dict) -> list[str]:
             )
     problems += check_batch_shapes(config)
     problems += check_dvc_stages(config)
+    problems += check_trackers(config)
     if 1 not in ev.get("ks", [1]):
         problems.append("config key 'eval.ks' must contain 1 (pass@1 is the paper's metric)")
     weights = config.get("base_model", {}).get("unhinted_strategy_weights")
@@ -168,6 +174,19 @@ def check_batch_shapes(config: dict) -> list[str]:
             problems.append("config key 'grpo.vllm_mode': 'server' sends one prompt per group and would drop "
                             "NudgeRL's per-rollout hints; set vllm_mode: colocate")
     return problems
+
+
+def check_trackers(config: dict) -> list[str]:
+    """``grpo.report_to`` may name W&B only where it is installed (an optional extra;
+    TensorBoard is a dependency)."""
+    import importlib.util
+
+    report_to = config.get("grpo", {}).get("report_to", "none")
+    wanted = [report_to] if isinstance(report_to, str) else list(report_to)
+    if "wandb" in wanted and importlib.util.find_spec("wandb") is None:
+        return ["config key 'grpo.report_to' names wandb, which is not installed here: "
+                'pip install -e ".[tracking]" (or drop wandb from report_to)']
+    return []
 
 
 def check_dvc_stages(config: dict, root: str | Path = ".") -> list[str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from .grading import DEFAULT_MODE
 from .io import read_jsonl, write_jsonl
 
 
@@ -53,9 +54,9 @@ def checkpoint_models(run_dir: Path, base_model: str, every: int) -> list[tuple[
 
 def evaluate_checkpoints(run_dir: Path, base_model: str, benchmarks: dict[str, list[dict]], every: int,
                          sampling, out: Path, parse_strategy=None, template=None, revision: str | None = None,
-                         backend: str = "transformers") -> list[dict]:
+                         backend: str = "transformers", grader_mode: str = DEFAULT_MODE) -> list[dict]:
     """One row per (step, benchmark): per-problem c/n and pass@1. Written as JSONL to ``out``.
-    ``template``/``revision``/``backend`` as in :func:`nudgerl.evaluation.evaluate_model`."""
+    ``template``/``revision``/``backend``/``grader_mode`` as in :func:`nudgerl.evaluation.evaluate_model`."""
     from .evaluation import evaluate_benchmark
     from .sampling import load_policy
 
@@ -64,7 +65,8 @@ def evaluate_checkpoints(run_dir: Path, base_model: str, benchmarks: dict[str, l
         model, tokenizer = load_policy(model_dir, backend=backend, revision=revision if step == 0 else None)
         for bench, problems in benchmarks.items():
             _, per_problem, summary = evaluate_benchmark(model, tokenizer, problems, sampling, [1],
-                                                         parse_strategy=parse_strategy, template=template)
+                                                         parse_strategy=parse_strategy, template=template,
+                                                         grader_mode=grader_mode)
             rows.append({"step": step, "model": model_dir, "cumulative_rollout_tokens": tokens, "benchmark": bench,
                          "pass@1": summary["pass@1"], "samples_per_problem": sampling.n,
                          "problems": [{"id": r["id"], "n": r["n"], "c": r["c"]} for r in per_problem]})

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from .algorithms import mean_pass_at_k
-from .grading import GradeStats, grade
+from .grading import DEFAULT_MODE, GradeStats, grade
 from .io import atomic_write_text, write_jsonl
 from .sampling import SamplingParams, chat_prompt, generate
 
@@ -28,18 +28,21 @@ def build_prompts(tokenizer, problems: list[dict], template=None, hint: str | No
 
 
 def evaluate_benchmark(model, tokenizer, problems: list[dict], params: SamplingParams, ks: list[int],
-                       parse_strategy=None, hint: str | None = None, progress: bool = False, template=None):
+                       parse_strategy=None, hint: str | None = None, progress: bool = False, template=None,
+                       grader_mode: str = DEFAULT_MODE):
     """Sample and grade; returns (sample rows, problem rows, summary)."""
+    from .prompts import grading_region
+
     t0 = time.perf_counter()
     prompts = build_prompts(tokenizer, problems, template, hint)
     outputs = generate(model, tokenizer, prompts, params, progress=progress)
     stats = GradeStats()
+    region = grading_region(template)
     samples, per_problem = [], []
     for p, outs in zip(problems, outputs):
         c = 0
         for j, (text, n_tok) in enumerate(outs):
-            graded = template.answer_text(text) if template is not None else text
-            r = grade(graded, p["answer"], stats)
+            r = grade(text, p["answer"], stats, mode=grader_mode, region=region)
             c += int(r)
             row = {"id": p["id"], "sample": j, "reward": r, "tokens": n_tok, "completion": text}
             if parse_strategy is not None:
@@ -58,6 +61,7 @@ def evaluate_benchmark(model, tokenizer, problems: list[dict], params: SamplingP
         "generated_tokens": sum(s["tokens"] for s in samples),
         "seconds": time.perf_counter() - t0,
         "grader": stats.as_dict(),
+        "grader_mode": grader_mode,
     }
     summary["pass@1"] = summary["pass@k"]["1"]
     return samples, per_problem, summary
@@ -66,10 +70,11 @@ def evaluate_benchmark(model, tokenizer, problems: list[dict], params: SamplingP
 RESUME_DIR = ".resume"
 
 
-def _fingerprint(model_dir: str, problems: list[dict], params: SamplingParams, ks: list[int], template=None) -> str:
+def _fingerprint(model_dir: str, problems: list[dict], params: SamplingParams, ks: list[int], template=None,
+                 grader_mode: str = DEFAULT_MODE) -> str:
     """What a benchmark's results depend on: the model files (path, size, mtime; the id for a
-    hub model), the problems, the prompt template and the sampling parameters. A partial
-    result is reused only if it matches."""
+    hub model), the problems, the prompt template, the grader mode and the sampling
+    parameters. A partial result is reused only if it matches."""
     import hashlib
     from dataclasses import asdict
 
@@ -77,7 +82,7 @@ def _fingerprint(model_dir: str, problems: list[dict], params: SamplingParams, k
                    for p in Path(model_dir).rglob("*") if p.is_file() and p.name != "provenance.json")
     key = {"model": files or model_dir, "template": template.to_dict() if template is not None else None,
            "problems": [(p["id"], p["problem"], p["answer"]) for p in problems],
-           "params": asdict(params), "ks": list(ks)}
+           "params": asdict(params), "ks": list(ks), "grader_mode": grader_mode}
     return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -99,7 +104,7 @@ def clear_partials(out_dir: Path) -> None:
 def evaluate_model(model_dir: str, benchmarks: dict[str, list[dict]], params: SamplingParams, ks: list[int],
                    out_dir: Path, parse_strategy=None, progress: bool = True, template=None,
                    backend: str = "transformers", revision: str | None = None, backend_kwargs: dict | None = None,
-                   log=print) -> dict:
+                   log=print, grader_mode: str = DEFAULT_MODE) -> dict:
     """Evaluate every benchmark; resumable. Each finished benchmark is saved (atomically) to
     ``<out_dir>/.resume/<bench>.json`` before the next starts, and a rerun after a kill reuses
     it instead of sampling again. A resume unit is a whole benchmark because each benchmark
@@ -112,7 +117,7 @@ def evaluate_model(model_dir: str, benchmarks: dict[str, list[dict]], params: Sa
     summaries = {}
     for name, problems in benchmarks.items():
         partial = out_dir / RESUME_DIR / f"{name}.json"
-        fingerprint = _fingerprint(model_dir, problems, params, ks, template)
+        fingerprint = _fingerprint(model_dir, problems, params, ks, template, grader_mode)
         saved = _load_partial(partial, fingerprint)
         if saved is not None:
             log(f"{name}: resumed from {partial} ({len(saved['problems'])} problems, not sampled again)")
@@ -122,7 +127,7 @@ def evaluate_model(model_dir: str, benchmarks: dict[str, list[dict]], params: Sa
                 model, tokenizer = load_policy(model_dir, backend=backend, revision=revision, **(backend_kwargs or {}))
             samples, per_problem, summary = evaluate_benchmark(
                 model, tokenizer, problems, params, ks, parse_strategy=parse_strategy, progress=progress,
-                template=template,
+                template=template, grader_mode=grader_mode,
             )
             atomic_write_text(partial, json.dumps({"fingerprint": fingerprint, "samples": samples,
                                                    "problems": per_problem, "summary": summary}))

@@ -1,9 +1,21 @@
 """The one grader: training reward and evaluation both call :func:`grade`.
 
-What counts as correct (math-verify 0.9.0):
+Two named modes (config key ``grading.mode``):
+- ``standard`` (the default, ours): the answer is read where the prompt asks for it. A
+  completion with a ``<SOLUTION>...</SOLUTION>`` region (the authors' templates) is graded
+  on its *last* such region, unless the caller passes another ``region`` (a regex with one
+  group) or ``region=None`` (the whole completion); without a region, the whole completion.
+  A region's text is read like a gold: bare LaTeX (``\\frac{1}{2}``, ``7\\pi``) is math.
+- ``authors``: the NudgeRL authors' rule, math-verify's ``parse`` with its default settings
+  over the whole completion and over the gold, then ``verify`` (their ``verify.py``, in
+  training and evaluation). ``region`` does not apply: their rule reads everything.
+  ``benchmarks/grader_modes.py`` measures where the two disagree and which is right.
+
+What counts as correct in the ``standard`` mode (math-verify 0.9.0):
 - The gold is parsed first. An integer gold ("16", "016", "-3") is read by expression
   extraction, anything else as LaTeX (``$gold$``, or as given when it is boxed).
-- Only the last ``MAX_COMPLETION_CHARS`` of a completion are read. Its ``\\boxed{}`` answer
+- Only the last ``MAX_COMPLETION_CHARS`` of the answer region (of the completion, without
+  one) are read; the region itself is found anywhere in the completion. A ``\\boxed{}`` answer
   is preferred over other candidates (even over later unboxed text), and the latest answer
   wins: text before the last ``\\boxed`` is dropped, and math-verify tries matches
   rightmost first. Without a box, "x = 5" or "the answer is 5" is read from the text.
@@ -25,6 +37,7 @@ one of two ways:
   grading processes; an item past its limit has its process killed and replaced. A
   process's start-up (about a second, once) is not part of any item's limit.
 Either way a time-out scores 0 and is counted, and the caller's own alarm is restored.
+Both modes run under these limits, region extraction included.
 """
 
 from __future__ import annotations
@@ -55,6 +68,22 @@ MAX_WORKERS = 4
 OUTCOMES = ("correct", "wrong", "no_answer", "gold_unparsed", "timeout", "error")
 _INTEGER = re.compile(r"[-+]?\d+")
 
+GRADER_MODES = ("standard", "authors")
+DEFAULT_MODE = "standard"
+# Where the authors' system prompt asks for the solution.
+SOLUTION_REGION = r"<SOLUTION>(.*?)</SOLUTION>"
+
+
+class _ModeRegion:
+    """The ``region`` a caller gets without naming one: the mode's own (standard: the last
+    ``<SOLUTION>`` region, if any; authors: the whole completion)."""
+
+    def __repr__(self) -> str:
+        return "MODE_REGION"
+
+
+MODE_REGION = _ModeRegion()
+
 
 @dataclass
 class GradeStats:
@@ -77,34 +106,67 @@ class GradeStats:
         return {k: int(self.counts[k]) for k in ("graded", *OUTCOMES)}
 
 
-def grade(completion: str, gold: str, stats: GradeStats | None = None, *,
-          time_limit: float | None = None, isolate: bool | None = None) -> float:
+def grade(completion: str, gold: str, stats: GradeStats | None = None, *, mode: str = DEFAULT_MODE,
+          region=MODE_REGION, time_limit: float | None = None, isolate: bool | None = None) -> float:
     """1.0 if the completion's final answer equals ``gold``, else 0.0 (also on a time-out).
 
+    ``mode``: one of :data:`GRADER_MODES` (see the module docstring).
+    ``region``: standard mode only: a regex with one group naming where the answer is
+    written (its last match is graded), None for the whole completion; by default the last
+    ``<SOLUTION>`` region when there is one.
     ``time_limit``: seconds for the whole item (default :data:`TIME_LIMIT_SECONDS`).
     ``isolate``: None picks the in-process path on a main thread and a grading process
     elsewhere; True always uses a grading process (bounds even work that ignores signals).
     """
-    outcome = judge(completion, gold, time_limit=time_limit, isolate=isolate)
+    outcome = judge(completion, gold, mode=mode, region=region, time_limit=time_limit, isolate=isolate)
     if stats is not None:
         stats.record(outcome)
     return 1.0 if outcome == "correct" else 0.0
 
 
-def judge(completion: str, gold: str, *, time_limit: float | None = None,
-          isolate: bool | None = None) -> str:
+def check_mode(mode: str) -> str:
+    if mode not in GRADER_MODES:
+        raise ValueError(f"unknown grader mode {mode!r}; use one of {list(GRADER_MODES)} (config key 'grading.mode')")
+    return mode
+
+
+def _effective_region(mode: str, region) -> str | None:
+    if mode == "authors":
+        return None  # the authors' rule reads the whole completion, whatever a template names
+    if region is MODE_REGION:
+        return SOLUTION_REGION
+    if region is not None and re.compile(region, re.DOTALL).groups != 1:
+        raise ValueError(f"answer region {region!r} needs exactly one regex group")
+    return region
+
+
+def judge(completion: str, gold: str, *, mode: str = DEFAULT_MODE, region=MODE_REGION,
+          time_limit: float | None = None, isolate: bool | None = None) -> str:
     """The outcome of one grade: one of :data:`OUTCOMES`."""
     time_limit = TIME_LIMIT_SECONDS if time_limit is None else float(time_limit)
     if time_limit <= 0:
         raise ValueError(f"time_limit must be positive, got {time_limit}")
-    completion = str(completion)[-MAX_COMPLETION_CHARS:]
-    gold = str(gold)
+    region = _effective_region(check_mode(mode), region)
+    completion = str(completion)
+    if mode == "standard" and region is None:  # the final answer sits at the end; the tail bounds parse time
+        completion = completion[-MAX_COMPLETION_CHARS:]
+    item = (completion, str(gold), mode, region)
     on_main = threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
     if isolate is False and not on_main:
         raise RuntimeError("in-process grading has a time limit only on the main thread; use isolate=None/True")
     if isolate or not on_main:
-        return _pool().judge(completion, gold, time_limit)
-    return _judge_under_alarm(completion, gold, time_limit)
+        return _pool().judge(item, time_limit)
+    return _judge_under_alarm(item, time_limit)
+
+
+def answer_text(completion: str, region: str | None) -> tuple[str, bool]:
+    """The text a standard grade reads: the last match of ``region`` (and True), or the
+    whole completion (and False) when there is none."""
+    if region:
+        found = re.findall(region, completion, flags=re.DOTALL)
+        if found:
+            return found[-1], True
+    return completion, False
 
 
 # ---------------------------------------------------------------------------------------
@@ -152,19 +214,78 @@ def parse_answer(text: str) -> list:
     return parse(text, extraction_config=[_latex_config(), ExprExtractionConfig()], parsing_timeout=None)
 
 
-def _judge_unbounded(completion: str, gold: str) -> str:
+# A region written as bare math: no math delimiter (an unescaped $, \( or \[, or a box)
+# and, once LaTeX commands, \text{...} and environment names are set aside, no word of two or more letters.
+_DELIMITED = re.compile(r"(?<!\\)\$|\\\(|\\\[|\\boxed")
+_TEXT_COMMAND = re.compile(r"\\(?:text|textbf|textit|mathrm|mbox|operatorname|begin|end)\s*\{[^{}]*\}")
+_COMMAND = re.compile(r"\\[A-Za-z]+")
+_WORD = re.compile(r"[A-Za-z]{2,}")
+
+
+def is_bare_math(text: str) -> bool:
+    if _DELIMITED.search(text):
+        return False
+    return not _WORD.search(_COMMAND.sub(" ", _TEXT_COMMAND.sub(" ", text)))
+
+
+def parse_region(text: str) -> list:
+    """The parsed answer of a region's text. Bare math (``\\frac{1}{2}``, ``(3, \\frac{\\pi}{2})``)
+    is read as LaTeX, as a gold is: math-verify finds LaTeX only between delimiters, and
+    its plain-text reading of ``7\\pi`` is 7. Anything else (a sentence, a box) as a completion."""
+    from math_verify import parse
+
+    if is_bare_math(text) and text.strip():
+        found = parse(f"${text.strip()}$", extraction_config=[_latex_config()], parsing_timeout=None)
+        if found:
+            return found
+    return parse_answer(text)
+
+
+@lru_cache(maxsize=4096)
+def _authors_gold(gold: str) -> tuple:
+    from math_verify import parse
+
+    return tuple(parse(gold, parsing_timeout=None))
+
+
+def _authors_outcome(completion: str, gold: str) -> str:
+    """The authors' rule: ``verify(parse(gold), parse(completion))`` with math-verify's
+    default extraction (their time-outs are signals; ours bound the item instead)."""
+    from math_verify import parse, verify
+
+    gold_parsed = _authors_gold(gold)
+    if not gold_parsed:
+        return "gold_unparsed"
+    pred = parse(completion, parsing_timeout=None)
+    if not pred:
+        return "no_answer"
+    return "correct" if verify(list(gold_parsed), pred, timeout_seconds=None) else "wrong"
+
+
+def _judge_unbounded(completion: str, gold: str, mode: str = DEFAULT_MODE, region: str | None = None) -> str:
     from math_verify import verify
 
     try:
+        if mode == "authors":
+            return _authors_outcome(completion, gold)
         gold_parsed = parse_gold(gold)
         if not gold_parsed:
             return "gold_unparsed"
-        pred = parse_answer(completion)
+        # the region is found in the whole completion (under the time limit), then read from its tail
+        text, in_region = answer_text(completion, region)
+        text = text[-MAX_COMPLETION_CHARS:]
+        pred = parse_region(text) if in_region else parse_answer(text)
         if not pred:
             return "no_answer"
         return "correct" if verify(list(gold_parsed), pred, timeout_seconds=None) else "wrong"
     except Exception:  # a malformed completion must cost a zero reward, never the run
         return "error"
+
+
+def _warm_up_modes() -> None:
+    """Every mode's imports and lazily built regexes (math-verify builds them per config)."""
+    for mode in GRADER_MODES:
+        _judge_unbounded("<SOLUTION>\\boxed{1}</SOLUTION>", "1", mode, SOLUTION_REGION)
 
 
 # ---------------------------------------------------------------------------------------
@@ -180,10 +301,10 @@ def _warm_up() -> None:
     """Import math-verify/sympy and build their lazy regexes once, outside any time limit: an
     alarm that lands inside a first import would time out a valid answer (and could leave
     a module half-imported)."""
-    _judge_unbounded("\\boxed{1}", "1")
+    _warm_up_modes()
 
 
-def _judge_under_alarm(completion: str, gold: str, limit: float) -> str:
+def _judge_under_alarm(item: tuple, limit: float) -> str:
     _warm_up()
     armed = [False]
 
@@ -199,7 +320,7 @@ def _judge_under_alarm(completion: str, gold: str, limit: float) -> str:
     try:
         armed[0] = True
         signal.setitimer(signal.ITIMER_REAL, limit)
-        outcome = _judge_unbounded(completion, gold)
+        outcome = _judge_unbounded(*item)
         armed[0] = False
     except _Deadline:
         pass  # a deadline hit after the outcome was known keeps that outcome
@@ -254,10 +375,12 @@ class _Worker:
                                f"(exit code {self.proc.poll()}); see its stderr above")
         self.ready = True
 
-    def judge(self, completion: str, gold: str, limit: float) -> str:
+    def judge(self, item: tuple, limit: float) -> str:
         self.wait_ready()
+        completion, gold, mode, region = item
+        request = {"completion": completion, "gold": gold, "mode": mode, "region": region}
         try:
-            self.proc.stdin.write(json.dumps({"completion": completion, "gold": gold}).encode() + b"\n")
+            self.proc.stdin.write(json.dumps(request).encode() + b"\n")
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError):
             self.kill()
@@ -300,14 +423,14 @@ class _WorkerPool:
         self._lock = threading.Lock()
         self._idle: list[_Worker] = []
 
-    def judge(self, completion: str, gold: str, limit: float) -> str:
+    def judge(self, item: tuple, limit: float) -> str:
         with self._slots:
             with self._lock:
                 worker = self._idle.pop() if self._idle else None
             if worker is None or not worker.alive():
                 worker = _Worker()
             try:
-                outcome = worker.judge(completion, gold, limit)
+                outcome = worker.judge(item, limit)
             except BaseException:
                 worker.kill()
                 raise
@@ -354,12 +477,12 @@ def _serve() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the caller's to handle; we stop at end of input
     replies = os.fdopen(os.dup(sys.stdout.fileno()), "w")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # stray prints must not corrupt the replies
-    _judge_unbounded("\\boxed{1}", "1")  # imports, and math-verify's lazily built regexes
+    _warm_up_modes()  # imports, and math-verify's lazily built regexes
     replies.write('{"ready": true}\n')
     replies.flush()
     for line in sys.stdin:
         request = json.loads(line)
-        outcome = _judge_unbounded(request["completion"], request["gold"])
+        outcome = _judge_unbounded(request["completion"], request["gold"], request["mode"], request["region"])
         replies.write(json.dumps({"outcome": outcome}) + "\n")
         replies.flush()
 

@@ -1,9 +1,10 @@
 """Oracle solutions for the POPE baseline, cached by DVC exactly like strategy pools.
 
 Backend ``openai``: any OpenAI-compatible endpoint (the authors used deepseek-reasoner,
-temperature 0.4, max 16384 tokens, a standard system prompt, and kept the message
-content). With ``filter_correct`` each solution is graded by the project's grader and
-re-sampled, up to ``filter_attempts`` times, until one is right.
+temperature 0.4, max 16384 tokens, their SOLUTION-format system prompt and ``Problem:
+{problem}``, i.e. ``prompt: authors_oracle``, and kept the message content). With
+``filter_correct`` each solution is graded by the project's grader and re-sampled, up to
+``filter_attempts`` times, until one is right.
 Backend ``organism``: the generator's reference trace with the always-right strategy.
 Backend ``transformers``: a local model folder (``model``) writes the solutions, no network
 (:mod:`nudgerl.local_helper`); with ``filter_correct`` the first of ``samples`` x
@@ -19,8 +20,7 @@ from pathlib import Path
 from .grading import grade
 from .helper_stage import CountingOpenAI, HelperStageError, config_from_dict, error_text, run_per_problem
 from .local_helper import LocalHelperBackend
-
-SYSTEM_PROMPT = "You are a helpful assistant."
+from .prompts import helper_prompt
 
 
 class OracleError(ValueError):
@@ -33,7 +33,7 @@ class OracleConfig:
     base_url: str | None = None
     model: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
-    system_prompt: str = SYSTEM_PROMPT
+    prompt: str = "standard_oracle"  # openai and transformers backends (nudgerl.prompts.HELPER_PROMPTS)
     temperature: float = 0.4
     max_tokens: int = 16384
     concurrency: int = 4
@@ -47,6 +47,12 @@ class OracleConfig:
     seed: int = 0
     threads: int = 1
     extra: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        helper_prompt(self.prompt, "oracle")
+
+    def messages(self, record: dict) -> list[dict]:
+        return helper_prompt(self.prompt, "oracle").messages(record["problem"])
 
     @classmethod
     def from_dict(cls, d: dict) -> OracleConfig:
@@ -80,8 +86,7 @@ class OpenAIOracleBackend:
                 content = self.api.chat(
                     usage,
                     model=self.cfg.model,
-                    messages=[{"role": "system", "content": self.cfg.system_prompt},
-                              {"role": "user", "content": record["problem"]}],
+                    messages=self.cfg.messages(record),
                     temperature=self.cfg.temperature,
                     max_tokens=self.cfg.max_tokens,
                     **self.cfg.extra,
@@ -106,8 +111,7 @@ class TransformersOracleBackend(LocalHelperBackend):
     """Oracle solutions from a local transformers model (same messages as the openai backend)."""
 
     def _prompt(self, record: dict) -> str:
-        return self.llm.prompt([{"role": "system", "content": self.cfg.system_prompt},
-                                {"role": "user", "content": record["problem"]}])
+        return self.llm.prompt(self.cfg.messages(record))
 
     def propose(self, record: dict) -> tuple[dict, dict]:
         usage = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0}

@@ -2,8 +2,10 @@
 
 Three backends:
 - ``openai``: any OpenAI-compatible endpoint proposes ``n`` numbered keyword hints
-  (the paper used gpt-4o-mini, n=5, temperature 0.7). The key comes from the
-  environment variable named in the config and never reaches logs or outputs.
+  (the paper used gpt-4o-mini, n=5, temperature 0.7, 500 tokens). The key comes from the
+  environment variable named in the config and never reaches logs or outputs. ``prompt``
+  names the request (:data:`nudgerl.prompts.HELPER_PROMPTS`: ``authors_hints`` is the
+  authors' text, ``standard_hints`` ours).
 - ``organism``: a noisy helper for the model organism that proposes strategies from the
   task's catalogue without knowing which is right (the always-right one only sometimes).
 - ``transformers``: a local causal LM (``model``: a folder) as the helper, no network
@@ -27,13 +29,7 @@ from pathlib import Path
 
 from .helper_stage import CountingOpenAI, HelperStageError, config_from_dict, error_text, run_per_problem
 from .local_helper import LocalHelperBackend
-
-HINT_PROMPT = (
-    "Here is a math problem:\n\n{problem}\n\n"
-    "Propose {n} different hints that could help solve it. Each hint must name one specific "
-    "mathematical concept, theorem, or technique, in a few words. Do not solve the problem. "
-    "Answer only with a numbered list, one hint per line."
-)
+from .prompts import helper_prompt
 
 _NUMBERED = re.compile(r"^\s*(?:[-*]\s*)?\(?(\d+)[.):]\s*(.*)$")
 _MARKDOWN = re.compile(r"(\*\*|__|`|^#+\s*|\*|_(?=\S)|(?<=\S)_)")
@@ -51,6 +47,7 @@ class PoolConfig:
     backend: str = "organism"  # "openai" | "organism" | "transformers"
     n: int = 3  # hints per problem
     seed: int = 0
+    prompt: str = "standard_hints"  # openai and transformers backends (nudgerl.prompts.HELPER_PROMPTS)
     # openai backend
     base_url: str | None = None
     model: str | None = None
@@ -69,6 +66,12 @@ class PoolConfig:
     max_hint_words: int = 12
     threads: int = 1
     extra: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        helper_prompt(self.prompt, "hints")
+
+    def messages(self, record: dict) -> list[dict]:
+        return helper_prompt(self.prompt, "hints").messages(record["problem"], self.n)
 
     @classmethod
     def from_dict(cls, d: dict) -> PoolConfig:
@@ -144,7 +147,7 @@ class OpenAIHintBackend:
                 content = self.api.chat(
                     usage,
                     model=self.cfg.model,
-                    messages=[{"role": "user", "content": HINT_PROMPT.format(problem=record["problem"], n=self.cfg.n)}],
+                    messages=self.cfg.messages(record),
                     temperature=self.cfg.temperature,
                     max_tokens=self.cfg.max_tokens,
                     **self.cfg.extra,
@@ -183,13 +186,12 @@ def pooled_hints(texts: list[str], n: int, max_words: int) -> list[str]:
 
 
 class TransformersHintBackend(LocalHelperBackend):
-    """Hints from a local transformers model (the helper prompt of the openai backend)."""
+    """Hints from a local transformers model (the same helper prompt as the openai backend)."""
 
     ASSISTANT_PREFIX = "1."
 
     def _prompt(self, record: dict) -> str:
-        messages = [{"role": "user", "content": HINT_PROMPT.format(problem=record["problem"], n=self.cfg.n)}]
-        return self.llm.prompt(messages, self.ASSISTANT_PREFIX)
+        return self.llm.prompt(self.cfg.messages(record), self.ASSISTANT_PREFIX)
 
     def propose(self, record: dict) -> tuple[list[str], dict]:
         usage = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0}

@@ -22,7 +22,8 @@ def oracle_prefix(solution: str, tokenizer, prefix_ratio: float = 0.15, max_pref
         raise ValueError(f"prefix_ratio must be in [0, 1], got {prefix_ratio}")
     ids = tokenizer(solution, add_special_tokens=False)["input_ids"]
     keep = min(math.floor(prefix_ratio * len(ids)), max_prefix_tokens)
-    return tokenizer.decode(ids[:keep])
+    # the tokens as they are: no special-token dropping or space clean-up (as the authors decode)
+    return tokenizer.decode(ids[:keep], skip_special_tokens=False, clean_up_tokenization_spaces=False)
 
 
 def guided_problems(ids: list[str], guided_fraction: float = 0.5, seed: int = 0) -> dict[str, bool]:
@@ -35,10 +36,15 @@ def guided_prompt(tokenizer, problem: str, prefix: str, style: str = "prefill", 
 
     ``prefill`` (the organism, which cannot follow instructions): the prefix opens the
     assistant turn, and the policy continues it. ``instruct`` (real chat models): the
-    prefix sits in the user turn after an instruction to study it and continue.
-    Either way the completion alone is graded: it ends the solution, so its final
-    ``\\boxed{}`` answer is the policy's own.
+    prefix sits in the user turn: in the template's ``guided_user`` turn under its
+    ``guided_system`` prompt when it has one (the authors' POPE text, ``authors_pope``),
+    otherwise after the template's own turn and an instruction to study it and continue.
+    Either way the completion alone is graded: it ends the solution, so its final answer
+    is the policy's own.
     """
+    if style == "instruct" and template is not None and template.guided_user is not None:
+        return tokenizer.apply_chat_template(template.guided_messages(problem, prefix), tokenize=False,
+                                             add_generation_prompt=True)
     system = [{"role": "system", "content": template.system}] if template is not None and template.system else []
     if template is not None:  # the template's user turn (e.g. the authors' system prompt + problem)
         problem = template.messages(problem)[-1]["content"]

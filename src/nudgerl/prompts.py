@@ -1,13 +1,17 @@
 """Prompts: how a problem becomes chat messages, how a hint enters them (x1) and leaves (x0),
-and which part of a completion holds the answer.
+which part of a completion holds the answer, and what the helper stages ask their LLMs.
 
 Named templates. ``organism`` is the model organism's (a ``hint : ...`` line in front of the
 problem). The ``authors_*`` templates reproduce the text of the NudgeRL authors' public code
-(github.com/tally0818/NudgeRL, read for this project, not copied):
+(github.com/tally0818/NudgeRL, read for this project; the strings are data, the code is ours):
 
 - one system prompt for training and evaluation, asking for the working out between
   ``<start_working_out>``/``<end_working_out>`` and the solution between ``<SOLUTION></SOLUTION>``;
-- ``authors_grpo``: their GRPO and POPE baselines put the bare problem in the user turn;
+- ``authors_grpo``: their GRPO baseline puts the bare problem in the user turn;
+- ``authors_pope``: their POPE baseline (``train_grpope.py``): unguided problems are
+  ``Problem: {problem}`` under the same system prompt; guided ones get a system prompt of
+  their own (study the partial solution, continue it) and a ``Problem: ...`` /
+  ``Partial Solution: ...`` user turn (``guided_system`` / ``guided_user``);
 - ``authors_nudgerl``: their NudgeRL trainer wraps the problem (``Problem:`` ... ``Solve this
   step by step ...at the end.``) and, for hinted rollouts, inserts a context block naming the
   hint; the hint-free prompt x0 is the same text without the block;
@@ -16,14 +20,21 @@ problem). The ``authors_*`` templates reproduce the text of the NudgeRL authors'
 
 None of the authors' prompts asks for ``\\boxed{}``; the answer sits between the SOLUTION
 tags, so these templates name that region (``answer_region``) and the grader reads the last
-such region when a completion has one (the whole completion otherwise).
-A config may add templates of its own under ``prompts.templates`` (same fields).
+such region (:mod:`nudgerl.grading`). A config may add templates of its own under
+``prompts.templates`` (same fields).
+
+Helper prompts (:data:`HELPER_PROMPTS`, chosen by ``prompt`` in a pool or oracle section of
+params.yaml): what the strategy-pool and oracle-solution stages send per problem.
+``authors_hints`` and ``authors_oracle`` are the authors' ``generate_hints.py`` and
+``generate_oracle_solutions.py`` text; ``standard_hints`` and ``standard_oracle`` are ours.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field
+
+from .grading import MODE_REGION, SOLUTION_REGION
 
 REASONING_START, REASONING_END = "<start_working_out>", "<end_working_out>"
 SOLUTION_START, SOLUTION_END = "<SOLUTION>", "</SOLUTION>"
@@ -40,7 +51,15 @@ AUTHORS_HINT_BLOCK = (
     "Important:\n"
     "- Follow this approach as your primary strategy.\n\n"
 )
-SOLUTION_REGION = r"<SOLUTION>(.*?)</SOLUTION>"
+AUTHORS_POPE_SYSTEM = (
+    "You are given a problem and a partial solution. \n"
+    "Your task is to **carefully study the partial response, identify what reasoning or steps are "
+    "already provided, and then complete the solution from where it left off**. \n"
+    "Ensure your response is logically consistent and leads to a complete and correct final answer.\n"
+    "Continue solving the problem, starting from where the partial response ends and place it between "
+    f"{REASONING_START} and {REASONING_END}. \n"
+    f"Make sure your final answer is written between {SOLUTION_START}{SOLUTION_END}"
+)
 
 
 def organism_apply_hint(messages: list[dict], hint: str) -> list[dict]:
@@ -63,6 +82,10 @@ class PromptTemplate:
     answer_region: str | None = None  # regex with one group: where the answer is read
     stop: list[str] = field(default_factory=list)  # generation stop strings (vLLM)
     style: str = "text"  # "text" | "organism" (the organism's own hint line)
+    # POPE's guided problems (instruct style): their own system prompt and a user turn
+    # holding {problem} and {prefix}; unset: the template's turn, an instruction and the prefix
+    guided_system: str | None = None
+    guided_user: str | None = None
 
     def __post_init__(self):
         if "{problem}" not in self.user:
@@ -78,6 +101,10 @@ class PromptTemplate:
                 raise ValueError(f"prompt template {self.name!r}: {{problem}} must come before {{hint_block}}")
         if self.answer_region is not None and re.compile(self.answer_region, re.DOTALL).groups != 1:
             raise ValueError(f"prompt template {self.name!r}: 'answer_region' needs exactly one regex group")
+        if self.guided_user is not None and not all(k in self.guided_user for k in ("{problem}", "{prefix}")):
+            raise ValueError(f"prompt template {self.name!r}: 'guided_user' must contain {{problem}} and {{prefix}}")
+        if self.guided_system is not None and self.guided_user is None:
+            raise ValueError(f"prompt template {self.name!r}: 'guided_system' needs a 'guided_user'")
 
     @classmethod
     def from_dict(cls, d: dict) -> PromptTemplate:
@@ -87,7 +114,9 @@ class PromptTemplate:
         return cls(**{**d, "stop": list(d.get("stop") or [])})
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        # The guided_* fields came later: written only when set, so a template without them
+        # keeps the JSON it had (the rules pass it as a parameter; a change re-runs jobs).
+        return {k: v for k, v in asdict(self).items() if not (k in _LATER_FIELDS and v is None)}
 
     def _user(self, problem: str, block: str) -> str:
         # str.replace, not str.format: problems are full of braces ({x}, \frac{a}{b}).
@@ -113,16 +142,30 @@ class PromptTemplate:
         block = self.hint_block.replace("{hint}", hint)
         return [*messages[:-1], {**last, "content": content[: len(content) - len(suffix)] + block + suffix}]
 
-    def answer_text(self, completion: str) -> str:
-        """The part of a completion the grader reads: the last answer region, if any."""
-        return answer_text(completion, self.answer_region)
+    def guided_messages(self, problem: str, prefix: str) -> list[dict]:
+        """A POPE guided problem's messages (``guided_user`` with the problem and the prefix)."""
+        if self.guided_user is None:
+            raise ValueError(f"prompt template {self.name!r} has no guided_user")
+        system = self.guided_system if self.guided_system is not None else self.system
+        msgs = [{"role": "system", "content": system}] if system else []
+        msgs.append({"role": "user", "content": fill(self.guided_user, problem=problem, prefix=prefix)})
+        return msgs
 
 
-def answer_text(completion: str, region: str | None) -> str:
-    if not region:
-        return completion
-    found = re.findall(region, completion, flags=re.DOTALL)
-    return found[-1] if found else completion
+_LATER_FIELDS = ("guided_system", "guided_user")
+
+
+def grading_region(template: PromptTemplate | None):
+    """The ``region`` argument of :func:`nudgerl.grading.grade` for completions of a template:
+    its answer region, or (none named, or no template) the grader mode's own."""
+    return template.answer_region if template is not None and template.answer_region else MODE_REGION
+
+
+def fill(template: str, **values: str) -> str:
+    """``{name}`` placeholders replaced in one pass (not str.format: problems are full of
+    braces, and a problem's text is never searched for placeholders)."""
+    pattern = re.compile("|".join(re.escape("{" + k + "}") for k in values))
+    return pattern.sub(lambda m: values[m.group()[1:-1]], template)
 
 
 BUILTIN_TEMPLATES = {
@@ -131,6 +174,15 @@ BUILTIN_TEMPLATES = {
         PromptTemplate(name="organism", style="organism"),
         PromptTemplate(name="authors_grpo", system=AUTHORS_SYSTEM, answer_region=SOLUTION_REGION,
                        stop=[SOLUTION_END]),
+        PromptTemplate(
+            name="authors_pope",
+            system=AUTHORS_SYSTEM,
+            user="Problem: {problem}",
+            guided_system=AUTHORS_POPE_SYSTEM,
+            guided_user="Problem: {problem}\nPartial Solution: {prefix}",
+            answer_region=SOLUTION_REGION,
+            stop=[SOLUTION_END],
+        ),
         PromptTemplate(
             name="authors_nudgerl",
             system=AUTHORS_SYSTEM,
@@ -150,15 +202,17 @@ BUILTIN_TEMPLATES = {
 }
 
 # Which template each use takes when a config's ``prompts`` section does not say.
-DEFAULT_USES = {"train": "organism", "nudgerl": "organism", "eval": "organism"}
+DEFAULT_USES = {"train": "organism", "pope": "organism", "nudgerl": "organism", "eval": "organism"}
+# A use left unset takes another use's choice first: POPE trains like GRPO unless told otherwise.
+FALLBACK_USES = {"pope": "train"}
 
 
 def resolve_template(prompts_cfg: dict | None, use: str) -> PromptTemplate:
-    """The template for ``use`` (train | nudgerl | eval) under a config's ``prompts`` section."""
+    """The template for ``use`` (train | pope | nudgerl | eval) under a config's ``prompts`` section."""
     prompts_cfg = prompts_cfg or {}
     if use not in DEFAULT_USES:
         raise ValueError(f"unknown prompt use {use!r}; use one of {sorted(DEFAULT_USES)}")
-    name = prompts_cfg.get(use, DEFAULT_USES[use])
+    name = prompts_cfg.get(use) or prompts_cfg.get(FALLBACK_USES.get(use, use)) or DEFAULT_USES[use]
     custom = prompts_cfg.get("templates", {}) or {}
     if name in custom:
         return PromptTemplate.from_dict({"name": name, **custom[name]})
@@ -170,3 +224,59 @@ def resolve_template(prompts_cfg: dict | None, use: str) -> PromptTemplate:
 
 # Back-compatible name -> hint function map (the organism trainer and ranking).
 HINT_STYLES = {"organism": organism_apply_hint}
+
+
+# ---------------------------------------------------------------- helper-LLM prompts
+
+
+@dataclass(frozen=True)
+class HelperPrompt:
+    """What a helper stage sends for one problem: a system prompt (or none) and a user turn
+    with ``{problem}`` (and, for hints, ``{n}``: how many hints to ask for)."""
+
+    name: str
+    user: str
+    system: str | None = None
+
+    def messages(self, problem: str, n: int | None = None) -> list[dict]:
+        values = {"problem": problem} if n is None else {"problem": problem, "n": str(n)}
+        msgs = [{"role": "system", "content": self.system}] if self.system else []
+        msgs.append({"role": "user", "content": fill(self.user, **values)})
+        return msgs
+
+
+AUTHORS_HINT_SYSTEM = ("You are a helpful assistant that provides mathematical hints. "
+                       "Provide concise, specific mathematical concepts or theorems as hints.")
+AUTHORS_HINT_REQUEST = (
+    "Given the following math problem, generate {n} different keyword hints that would help solve it. \n"
+    "Each hint should be a specific mathematical concept, theorem, or technique "
+    '(e.g., "Ceva\'s theorem", "Lifting the exponents", "Triangle inequality").\n\n'
+    "Problem:\n{problem}\n\n"
+    "Please provide exactly {n} hints in the following format (one hint per line, numbered):\n"
+    "1. [Hint 1]\n2. [Hint 2]\n...\n{n}. [Hint {n}]\n\n"
+    "Make sure each hint is a distinct mathematical concept or theorem."
+)
+STANDARD_HINT_REQUEST = (
+    "Here is a math problem:\n\n{problem}\n\n"
+    "Propose {n} different hints that could help solve it. Each hint must name one specific "
+    "mathematical concept, theorem, or technique, in a few words. Do not solve the problem. "
+    "Answer only with a numbered list, one hint per line."
+)
+
+HELPER_PROMPTS = {
+    h.name: h
+    for h in [
+        HelperPrompt(name="standard_hints", user=STANDARD_HINT_REQUEST),
+        HelperPrompt(name="authors_hints", user=AUTHORS_HINT_REQUEST, system=AUTHORS_HINT_SYSTEM),
+        HelperPrompt(name="standard_oracle", user="{problem}", system="You are a helpful assistant."),
+        HelperPrompt(name="authors_oracle", user="Problem: {problem}", system=AUTHORS_SYSTEM),
+    ]
+}
+
+
+def helper_prompt(name: str, kind: str) -> HelperPrompt:
+    """The helper prompt ``name`` for a ``kind`` of stage ("hints" or "oracle")."""
+    known = sorted(k for k in HELPER_PROMPTS if k.endswith(f"_{kind}"))
+    if name not in known:
+        raise ValueError(f"unknown {kind} prompt {name!r} (params.yaml key 'prompt'); use one of {known}")
+    return HELPER_PROMPTS[name]

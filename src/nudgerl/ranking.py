@@ -8,13 +8,13 @@ draws per prompt; each problem keeps its ``keep`` best hints, best first (so the
 from __future__ import annotations
 
 from .algorithms import pass_at_k
-from .grading import grade
-from .prompts import HINT_STYLES
+from .grading import DEFAULT_MODE, grade
+from .prompts import HINT_STYLES, grading_region
 from .sampling import SamplingParams, chat_prompt, generate, load_policy, vllm_engine_kwargs
 
 
 def rank_pools(model_dir: str, train: list[dict], pools: list[dict], p: dict, hint_style: str = "organism",
-               template=None, revision: str | None = None) -> list[dict]:
+               template=None, revision: str | None = None, grader_mode: str = DEFAULT_MODE) -> list[dict]:
     """``template`` (a PromptTemplate) builds x0/x1 as in training; without one, the organism's."""
     model, tokenizer = load_policy(model_dir, backend=p.get("backend", "transformers"), revision=revision,
                                    **vllm_engine_kwargs(p))
@@ -39,9 +39,9 @@ def rank_pools(model_dir: str, train: list[dict], pools: list[dict], p: dict, hi
             index.append((row["id"], hint))
     outputs = generate(model, tokenizer, prompts, params, progress=True)
     passk = {}
+    region = grading_region(template)
     for (pid, hint), outs in zip(index, outputs):
-        c = sum(int(grade(template.answer_text(text) if template is not None else text, answers[pid]))
-                for text, _ in outs)
+        c = sum(int(grade(text, answers[pid], mode=grader_mode, region=region)) for text, _ in outs)
         passk[(pid, hint)] = pass_at_k(len(outs), c, k)
     ranked = []
     for row in pools:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .grading import grade
+from .grading import DEFAULT_MODE, MODE_REGION, check_mode, grade
 
 
 def completion_text(completion) -> str:
@@ -12,13 +12,21 @@ def completion_text(completion) -> str:
     return completion
 
 
-def correctness_reward(prompts, completions, answer, **kwargs) -> list[float]:
-    """1.0 when the completion's final answer matches the gold answer (math-verify).
+def correctness_reward_for(mode: str = DEFAULT_MODE):
+    """The TRL reward function of a grader mode (:data:`nudgerl.grading.GRADER_MODES`)."""
+    check_mode(mode)
 
-    A training row may carry ``answer_region`` (its prompt template's regex for where the
-    answer is written, e.g. the authors' ``<SOLUTION>...</SOLUTION>``): the grader then reads
-    the last such region of the completion, or the whole completion when it has none."""
-    from .prompts import answer_text
+    def correctness_reward(prompts, completions, answer, **kwargs) -> list[float]:
+        """1.0 when the completion's final answer matches the gold answer (math-verify).
 
-    regions = kwargs.get("answer_region") or [None] * len(completions)
-    return [grade(answer_text(completion_text(c), r), str(a)) for c, a, r in zip(completions, answer, regions)]
+        A training row may carry ``answer_region`` (its prompt template's regex for where the
+        answer is written, e.g. the authors' ``<SOLUTION>...</SOLUTION>``); the grader then
+        reads the last such region of the completion (standard mode)."""
+        regions = kwargs.get("answer_region") or [None] * len(completions)
+        return [grade(completion_text(c), str(a), mode=mode, region=r or MODE_REGION)
+                for c, a, r in zip(completions, answer, regions)]
+
+    return correctness_reward
+
+
+correctness_reward = correctness_reward_for(DEFAULT_MODE)

@@ -306,7 +306,7 @@ def local_data_arg():
 
 
 def prompt_template(use):
-    """The prompt template for `use` (train | nudgerl | eval) as JSON for a rule's params;
+    """The prompt template for `use` (train | pope | nudgerl | eval) as JSON for a rule's params;
     empty for the organism's built-in prompts (its trainers take no --prompt)."""
     from nudgerl.prompts import resolve_template
 
@@ -315,8 +315,14 @@ def prompt_template(use):
 
 
 def prompt_arg(use):
+    """How a rule's command asks and reads: --prompt (the template) and, when grading.mode is
+    not the default, --grader-mode. One parameter, so the default keeps the value it had."""
+    from nudgerl.grading import DEFAULT_MODE
+
     t = prompt_template(use)
-    return f"--prompt {shlex.quote(t)}" if t else ""
+    mode = config.get("grading", {}).get("mode", DEFAULT_MODE)
+    args = [f"--prompt {shlex.quote(t)}" if t else "", f"--grader-mode {mode}" if mode != DEFAULT_MODE else ""]
+    return " ".join(a for a in args if a)
 
 
 def base_model_input(wildcards):

@@ -75,7 +75,7 @@ rule train_pope:
     params:
         cfg=section("grpo", exclude=GRPO_RUN_EXCLUDE),
         model=base_model_arg,
-        prompt=lambda w: prompt_arg("train"),
+        prompt=lambda w: prompt_arg("pope"),
         launch=launcher,
         pope=lambda w: json.dumps({k: v for k, v in config.get("pope", {}).items()
                                    if k not in ("num_generations", "oracle_stage")}, sort_keys=True),

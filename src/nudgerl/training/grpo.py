@@ -11,9 +11,11 @@ from __future__ import annotations
 import json
 import os
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ..grading import DEFAULT_MODE
 from ..io import atomic_write_text
 
 
@@ -55,6 +57,16 @@ class GRPORunConfig:
     gradient_checkpointing: bool | None = None  # None: TRL's default
     vllm_gpu_memory_utilization: float = 0.3
     vllm_tensor_parallel_size: int = 1
+    # Correction of the vLLM sampler / trained policy mismatch (TRL's options; None: TRL's
+    # default, sequence_mask at 3.0). The authors' TRL 0.23 clamped each token's ratio at 2
+    # (token_truncate, clip_max 2.0).
+    vllm_importance_sampling_correction: bool | None = None
+    vllm_importance_sampling_mode: str | None = None
+    vllm_importance_sampling_clip_max: float | None = None
+    vllm_importance_sampling_clip_min: float | None = None
+    # Experiment tracking the TRL way: "none", "tensorboard", "wandb" or a list of them.
+    report_to: str | list[str] = "none"
+    grader_mode: str = DEFAULT_MODE  # nudgerl.grading.GRADER_MODES: how the reward reads completions
     stop: list[str] = field(default_factory=list)  # generation stop strings (vLLM), from the prompt template
     extra: dict = field(default_factory=dict)  # passed through to trl.GRPOConfig
 
@@ -77,6 +89,7 @@ def trl_config(cfg: GRPORunConfig, output_dir: str):
             kwargs["generation_kwargs"] = {"stop": list(cfg.stop), "include_stop_str_in_output": True}
     if cfg.gradient_checkpointing is not None:
         kwargs["gradient_checkpointing"] = cfg.gradient_checkpointing
+    kwargs.update(importance_sampling_kwargs(cfg))
     kwargs.update(
         num_generations=cfg.num_generations,
         max_steps=cfg.max_steps,
@@ -100,7 +113,8 @@ def trl_config(cfg: GRPORunConfig, output_dir: str):
         save_only_model=False,
         seed=cfg.seed,
         data_seed=cfg.seed,
-        report_to="none",
+        report_to=cfg.report_to,
+        run_name=str(Path(output_dir).parent),  # the run folder: the W&B run's name
         use_cpu=not _has_gpu(),
         bf16=cfg.bf16,
         optim=cfg.optim,
@@ -113,6 +127,16 @@ def trl_config(cfg: GRPORunConfig, output_dir: str):
     )
     kwargs.update(cfg.extra)
     return GRPOConfig(**kwargs)
+
+
+IMPORTANCE_SAMPLING_KEYS = ("vllm_importance_sampling_correction", "vllm_importance_sampling_mode",
+                            "vllm_importance_sampling_clip_max", "vllm_importance_sampling_clip_min")
+
+
+def importance_sampling_kwargs(cfg: GRPORunConfig) -> dict:
+    """The vLLM importance-sampling options set in the config (the rest keep TRL's defaults).
+    TRL applies them only when generating with vLLM."""
+    return {k: getattr(cfg, k) for k in IMPORTANCE_SAMPLING_KEYS if getattr(cfg, k) is not None}
 
 
 def batch_kwargs(cfg: GRPORunConfig, world_size: int = 1) -> dict:
@@ -133,6 +157,40 @@ def batch_kwargs(cfg: GRPORunConfig, world_size: int = 1) -> dict:
             f"optimizer_steps_per_generation {cfg.optimizer_steps_per_generation}")
     return dict(per_device_train_batch_size=cfg.per_device_train_batch_size,
                 gradient_accumulation_steps=generation // per_step, generation_batch_size=generation)
+
+
+def trackers(cfg: GRPORunConfig) -> list[str]:
+    return [t for t in ([cfg.report_to] if isinstance(cfg.report_to, str) else cfg.report_to) if t != "none"]
+
+
+@contextmanager
+def tracking_environment(cfg: GRPORunConfig, run_dir: Path):
+    """Trackers write inside the run folder: TensorBoard event files in ``<run>/tensorboard``,
+    W&B's run folder (``WANDB_MODE=offline`` keeps it there) in ``<run>/wandb``. transformers'
+    callbacks take these places from the environment only; the previous values come back after."""
+    from ..config import check_trackers
+
+    wanted = trackers(cfg)
+    missing = check_trackers({"grpo": {"report_to": wanted}})
+    if missing:  # a job on another machine than the one that validated the config
+        raise RuntimeError(missing[0])
+    places = {"TENSORBOARD_LOGGING_DIR": run_dir / "tensorboard" if "tensorboard" in wanted else None,
+              "WANDB_DIR": run_dir if "wandb" in wanted else None}
+    saved = {k: os.environ.get(k) for k in places}
+    try:
+        for key, path in places.items():
+            if path is not None:
+                Path(path).mkdir(parents=True, exist_ok=True)
+                os.environ[key] = str(path)
+        if "wandb" in wanted:
+            os.environ.setdefault("WANDB_PROJECT", "nudgerl")
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def _gpu_count() -> int:
@@ -264,7 +322,7 @@ def build_trainer(trainer_cls, model_dir: str, train_records: list[dict], cfg, r
     import datasets
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from ..rewards import correctness_reward
+    from ..rewards import correctness_reward_for
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir, revision=revision)
     tokenizer.padding_side = "left"
@@ -287,7 +345,7 @@ def build_trainer(trainer_cls, model_dir: str, train_records: list[dict], cfg, r
     return trainer_cls(
         model=model,
         processing_class=tokenizer,
-        reward_funcs=list(reward_funcs or [correctness_reward]),
+        reward_funcs=list(reward_funcs or [correctness_reward_for(cfg.grader_mode)]),
         args=trl_config(cfg, str(run_dir / "checkpoints")),
         train_dataset=dataset,
         peft_config=peft_config,
@@ -313,10 +371,11 @@ def run_training(trainer_cls, model_dir, train_records, cfg, run_dir: Path, revi
         print(f"resuming from checkpoint {resume} at global step {resume_step}", flush=True)
     tokens = _truncate_metrics(metrics_path, resume_step)
     callback = _metrics_callback(metrics_path, cfg, tokens)
-    trainer = build_trainer(trainer_cls, model_dir, train_records, cfg, run_dir, callbacks=[callback],
-                            revision=revision, **extra)
-    t0 = time.perf_counter()
-    trainer.train(resume_from_checkpoint=resume)
+    with tracking_environment(cfg, run_dir):
+        trainer = build_trainer(trainer_cls, model_dir, train_records, cfg, run_dir, callbacks=[callback],
+                                revision=revision, **extra)
+        t0 = time.perf_counter()
+        trainer.train(resume_from_checkpoint=resume)
     _check_continuous(metrics_path, trainer.state.global_step, generation_interval(cfg))
     # The model folder is written under a temporary name and renamed into place, so a kill
     # during the save never leaves a half-written model/ behind.
