@@ -127,7 +127,8 @@ if TASK == "organism" and RMAP:
             json=f"{RESULTS}/figures/regime_map.json",
         params:
             grid=json.dumps(RMAP_GRID, sort_keys=True),
-            root=RMAP_DIR,
+            # <root>/share<s>/diagnostics/seed<n>.json: the map's root is three levels up
+            root=lambda w, input: os.path.dirname(os.path.dirname(os.path.dirname(input.diagnoses[0]))),
             n_boot=N_BOOT,
             table=lambda w, output: os.path.splitext(output.csv)[0],
             figure=lambda w, output: os.path.splitext(output.png)[0],
