@@ -9,6 +9,10 @@ configfile: "config/config.yaml"
 
 
 from nudgerl.config import validate_config
+from nudgerl.tools import put_environment_first_on_path
+
+# Jobs run `nudgerl` and `dvc` of the environment this snakemake runs in, activated or not.
+put_environment_first_on_path()
 
 # Schema (workflow/schemas/config.schema.yaml) + preflight: fails before any job starts.
 validate_config(config)

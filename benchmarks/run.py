@@ -25,6 +25,8 @@ from pathlib import Path
 
 import yaml
 
+from nudgerl.tools import tool_command  # this environment's dvc and snakemake, on PATH or not
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -57,25 +59,26 @@ class CpuSampler(threading.Thread):
             self.samples.append({"cpu": psutil.cpu_percent(None) / 100 * psutil.cpu_count(), "jobs": jobs})
 
 
-def run_default(work: Path, configfile: str, cores: int) -> dict:
-    """The embedded default, cold, in a scratch git+DVC copy of the workflow."""
+def run_default(work: Path, configfile: str, cores: int, run_name: str) -> dict:
+    """The embedded default, cold, in a scratch git+DVC copy of the workflow; its results
+    are under results/<run_name>/."""
     for name in WORKFLOW:
         src = REPO / name
         if src.exists():
             (shutil.copytree if src.is_dir() else shutil.copy)(src, work / name)
     subprocess.run(["git", "init", "-q"], cwd=work, check=True)
-    subprocess.run(["dvc", "init", "-q"], cwd=work, check=True)
+    subprocess.run([*tool_command("dvc"), "init", "-q"], cwd=work, check=True)
     sampler = CpuSampler()
     sampler.start()
     t0 = time.perf_counter()
-    proc = subprocess.run(["snakemake", "--cores", str(cores), "--configfile", configfile],
+    proc = subprocess.run([*tool_command("snakemake"), "--cores", str(cores), "--configfile", configfile],
                           cwd=work, capture_output=True, text=True)
     wall = time.perf_counter() - t0
     sampler.stop.set()
     if proc.returncode != 0:
         raise SystemExit(proc.stderr[-3000:])
     per_rule = defaultdict(lambda: {"jobs": 0, "wall_s": 0.0, "cpu_s": 0.0, "max_rss_mb": 0.0, "largest_job": None})
-    for tsv in (work / "results" / "benchmarks").rglob("*.tsv"):
+    for tsv in (work / "results" / run_name / "benchmarks").rglob("*.tsv"):
         rule = tsv.parent.name if tsv.parent.name != "benchmarks" else tsv.stem
         with open(tsv) as f:
             row = next(csv.DictReader(f, delimiter="\t"))
@@ -262,9 +265,9 @@ def main() -> None:
             res["notes"].append("no default run: ratios measured on a randomly initialised model of the default shape")
         else:
             (tmp / "default").mkdir()
-            res["default"] = run_default(tmp / "default", args.configfile, args.cores)
+            res["default"] = run_default(tmp / "default", args.configfile, args.cores, config["run_name"])
             res["peak_memory"] = peak_memory(res["default"])
-            results = tmp / "default" / "results"
+            results = tmp / "default" / "results" / config["run_name"]
             model_dir = str(results / "models" / "base" / f"seed{config['seeds'][0]}")
             res["rollout_efficiency"] = rollout_efficiency(results, config)
             res["default"]["tables"] = {p.name: p.read_text() for p in sorted((results / "tables").glob("*.md"))}

@@ -5,6 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from nudgerl.tools import tool_command
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -21,13 +23,24 @@ def copy_workflow(dest: Path) -> Path:
         src = REPO / name
         (shutil.copytree if src.is_dir() else shutil.copy)(src, dest / name)
     subprocess.run(["git", "init", "-q"], cwd=dest, check=True)
-    subprocess.run(["dvc", "init", "-q"], cwd=dest, check=True)
+    subprocess.run([*tool_command("dvc"), "init", "-q"], cwd=dest, check=True)
     return dest
 
 
 @pytest.fixture
 def workdir(tmp_path):
     return copy_workflow(tmp_path)
+
+
+@pytest.fixture(scope="session")
+def smoke_run(tmp_path_factory):
+    """One finished `snakemake --cores 2 --configfile config/smoke.yaml` in a scratch git + DVC
+    checkout, shared by the tests that read its results (the DAG is the slow part)."""
+    workdir = copy_workflow(tmp_path_factory.mktemp("smoke"))
+    proc = subprocess.run(["snakemake", "--cores", "2", "--configfile", "config/smoke.yaml"], cwd=workdir,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return workdir
 
 
 def save_tiny_model(path: Path) -> str:

@@ -5,6 +5,8 @@ item one of "ok", "429", "500", "timeout", "malformed", "wrong_count", "truncate
 "echo_key" (a 400 whose error message repeats the request's Authorization header),
 or a callable(body) -> str giving the message content. When the plan is empty, "ok".
 ``fail_ids``: substrings of problems that always get a 500 (a persistent fault).
+``port``: 0 = any free port; a fixed one lets a second server stand in at the same URL
+(two teammates configured with one endpoint).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class FakeOpenAI:
-    def __init__(self, n_hints: int = 5, content=None):
+    def __init__(self, n_hints: int = 5, content=None, port: int = 0):
         self.n_hints = n_hints
         self.content = content  # callable(body) -> str, for "ok" answers
         self.plan: list = []
@@ -24,7 +26,7 @@ class FakeOpenAI:
         self.requests: list[dict] = []
         self.auth_headers: list[str] = []
         self.lock = threading.Lock()
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
         # A client that times out closes the socket mid-answer: expected here, not an error.
         self.httpd.handle_error = lambda request, client_address: None
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)

@@ -41,9 +41,9 @@ def chain(tmp_path, monkeypatch):
 def test_clean_chain_passes(chain):
     report = audit("results", check_dvc=False)
     assert report.ok, report.text()
-    assert len(report.roots) == 3  # table1.csv, .md, .tex
+    assert len(report.roots) == 4  # table1.csv, .md, .tex, .html
     # table -> eval sidecars -> model sidecar -> data sidecar
-    assert report.sidecars_checked == 3 + 2 + 1 + 1
+    assert report.sidecars_checked == 4 + 2 + 1 + 1
     assert "OK" in report.text()
 
 
@@ -83,6 +83,30 @@ def test_deleted_record_is_missing(chain):
     assert any(f.kind == "missing" and f.path.endswith("grpo8/seed0/aime24.problems.jsonl") for f in report.findings)
 
 
+def test_result_folders_per_run_and_model(tmp_path):
+    from nudgerl.audit import result_folders, run_of_results
+
+    for d in ("results/smoke/tables", "results/paper/qwen/figures", "results/paper/data", "results/empty"):
+        (tmp_path / d).mkdir(parents=True)
+    assert result_folders(tmp_path / "results") == [tmp_path / "results/paper/qwen", tmp_path / "results/smoke"]
+    assert run_of_results("results/paper/qwen") == "paper" and run_of_results("results/smoke") == "smoke"
+    assert run_of_results("results") is None
+
+
+def test_stage_origin_from_the_run_record(tmp_path):
+    from nudgerl.audit import stage_origin
+    from nudgerl.helper_stage import write_run_record
+
+    out = tmp_path / "p.jsonl"
+    out.write_text("{}\n")
+    locked = {"outs": [{"path": "p.jsonl"}, {"path": "p.jsonl.stats.json"}]}
+    assert "from the DVC cache" in stage_origin(tmp_path, "pools_x@r", locked)
+    write_run_record(out, seconds=1.5, asked=3, http_requests=4)
+    assert "computed here" in stage_origin(tmp_path, "pools_x@r", locked) and "4 HTTP request(s)" in \
+        stage_origin(tmp_path, "pools_x@r", locked)
+    assert "never run or pulled here" in stage_origin(tmp_path, "pools_x@r", None)
+
+
 def test_dvc_status_is_checked(chain):
     subprocess.run(["git", "init", "-q"], check=True)
     subprocess.run(["dvc", "init", "-q"], check=True)
@@ -95,3 +119,7 @@ def test_dvc_status_is_checked(chain):
     subprocess.run(["dvc", "repro", "-q", "pools_x"], check=True, capture_output=True)
     report = audit("results")
     assert report.ok, report.text()
+    # a shell command made pools.jsonl, not a helper stage: no run record, so not "computed here"
+    assert report.stage_origins == ["pools_x: from the DVC cache (pulled or restored, not computed in this checkout)"]
+    dvc_only = audit("results", check_artifacts=False)
+    assert dvc_only.ok and dvc_only.roots == [] and "DVC stages only" in dvc_only.text()

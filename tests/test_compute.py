@@ -32,6 +32,17 @@ def test_compute_csv_rows(tmp_path):
     assert train.gpu_hours == pytest.approx(36.0 * 2 / 3600)
 
 
+def test_a_rerun_does_not_read_the_benchmarks_of_its_own_or_later_jobs(tmp_path):
+    """compute_table.tsv and audit.tsv of an earlier run are rewritten after the table is made:
+    reading them would leave the new table stale at once (the audit would flag it)."""
+    bench = tmp_path / "benchmarks"
+    bench.mkdir()
+    for rule in ("base_model", "compute_table", "audit"):
+        (bench / f"{rule}.tsv").write_text(HEADER + "1.0\t0:00:01\t10\t1\t1\t1\t0\t0\t50\t0.5\n")
+    rows = write_compute_csv(tmp_path, tmp_path / "compute.csv")
+    assert [r["rule"] for r in rows] == ["base_model"]
+
+
 def test_empty_benchmarks_is_an_error(tmp_path):
     (tmp_path / "benchmarks").mkdir()
     with pytest.raises(ValueError, match="no benchmark TSVs"):

@@ -105,6 +105,29 @@ def test_preflight_dvc_stages_and_pool_size(default_config):
     assert "ranking.keep" in _error(bad)
 
 
+def test_a_run_name_without_its_dvc_stages_names_the_params_key(default_config):
+    """One DVC stage per configuration: a new run_name is listed in params.yaml stage_runs."""
+    cfg = copy.deepcopy(default_config)
+    cfg["run_name"] = "my_new_run"
+    msg = _error(cfg)
+    assert "config key 'run_name' ('my_new_run')" in msg
+    assert "DVC stage 'pools_organism@my_new_run' does not exist" in msg
+    assert "add 'my_new_run' to params.yaml 'stage_runs.pools_organism'" in msg
+    assert "'stage_runs.oracles_organism'" in msg
+
+
+def test_dvc_stage_outputs_must_be_what_the_rules_declare():
+    from nudgerl.dvc_stages import StageError, check_outputs, load_stage
+
+    stage = load_stage("pools_organism@smoke", REPO)
+    assert stage.deps == ("results/smoke/data/train.jsonl",) and "pools_organism" in stage.params
+    check_outputs(stage, ["results/smoke/pools/pools_organism.jsonl", "results/smoke/pools/pools_organism.jsonl.stats.json"])
+    with pytest.raises(StageError, match="but the workflow expects"):
+        check_outputs(stage, ["results/pools/pools_organism.jsonl"])
+    # a helper model named in params.yaml is a dependency, as DVC resolves it
+    assert load_stage("pools_smollm2@smollm2", REPO).deps[1] == "results/smollm2/models/smollm2_135m"
+
+
 def test_local_model_or_dataset_paths_must_exist(tmp_path):
     from nudgerl.config import check_local_path
 

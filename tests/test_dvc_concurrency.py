@@ -14,7 +14,7 @@ from nudgerl.organism import task
 from openai_server import FakeOpenAI
 
 SECRET = "sk-test-SECRET-never-on-disk-42"
-TARGETS = ["results/pools/pools_organism.jsonl", "results/oracles/oracles_organism.jsonl"]
+TARGETS = ["results/smoke/pools/pools_organism.jsonl", "results/smoke/oracles/oracles_organism.jsonl"]
 
 
 def _slow_hints(body):
@@ -55,14 +55,15 @@ def test_parallel_dvc_stages_faults_and_resume_without_leaking_the_key(workdir):
                                    smoke["organism"]["train"]["hard_fraction"])
     doomed = train[5]
     with FakeOpenAI(content=_slow_hints) as server:
-        (workdir / "params.yaml").write_text(yaml.safe_dump(_params(server.url)))
+        params = yaml.safe_load((workdir / "params.yaml").read_text())
+        (workdir / "params.yaml").write_text(yaml.safe_dump({**params, **_params(server.url)}))
         server.plan = ["429", "500", "malformed", "truncated"]  # early faults, retried
         server.fail_ids = [doomed.text()]  # a persistent 500 for one problem
 
         first = _snakemake(workdir, env)
         assert first.returncode != 0
         for log in ("strategy_pools", "oracle_solutions"):
-            text = (workdir / "results" / "logs" / f"{log}.log").read_text()
+            text = (workdir / "results" / "smoke" / "logs" / f"{log}.log").read_text()
             # the failure names the problem; no DVC lock error although both ran at once
             assert "1 problem(s) got no valid" in text and doomed.id in text, text[-2000:]
             assert "Unable to acquire lock" not in text and "is busy" not in text
@@ -82,9 +83,10 @@ def test_parallel_dvc_stages_faults_and_resume_without_leaking_the_key(workdir):
         rows = [json.loads(line) for line in (workdir / out).read_text().splitlines()]
         assert [r["id"] for r in rows] == [p.id for p in train]
     # both parallel stages recorded in dvc.lock (no lost update): DVC sees nothing to redo
-    assert set(yaml.safe_load((workdir / "dvc.lock").read_text())["stages"]) == {"pools_organism", "oracles_organism"}
+    assert set(yaml.safe_load((workdir / "dvc.lock").read_text())["stages"]) == {"pools_organism@smoke",
+                                                                                 "oracles_organism@smoke"}
     # (dvc.yaml also defines the real-data stages, which this organism run never builds)
-    status = subprocess.run(["dvc", "status", "pools_organism", "oracles_organism"], cwd=workdir,
+    status = subprocess.run(["dvc", "status", "pools_organism@smoke", "oracles_organism@smoke"], cwd=workdir,
                             capture_output=True, text=True, env=env)
     assert "up to date" in status.stdout, status.stdout
     assert _files_containing(workdir, SECRET.encode()) == []

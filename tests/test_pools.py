@@ -53,6 +53,29 @@ def test_openai_backend_builds_validated_pools(tmp_path, api_key):
     assert SECRET not in side and SECRET not in (tmp_path / "pools.jsonl").read_text()
 
 
+def test_shared_files_hold_no_timings_and_the_run_record_names_this_computation(tmp_path, api_key, monkeypatch):
+    """pools + stats are what DVC shares: the same answers give the same bytes. The run's own
+    facts (seconds, DVC stage, when) are in <out>.run.json, which matches only the file it wrote."""
+    from nudgerl.helper_stage import computed_here
+
+    monkeypatch.setenv("DVC_STAGE", "pools_test@run")
+    outs = []
+    with FakeOpenAI() as server:
+        for name in ("a", "b"):
+            out = tmp_path / name / "pools.jsonl"
+            build_pools(PROBLEMS, _cfg(server, api_key), out)
+            outs.append(out)
+    for suffix in ("", ".stats.json"):
+        assert (outs[0].parent / f"pools.jsonl{suffix}").read_bytes() == (outs[1].parent / f"pools.jsonl{suffix}").read_bytes()
+    assert "seconds" not in json.loads((outs[0].parent / "pools.jsonl.stats.json").read_text())
+    record = computed_here(outs[0])
+    assert record["dvc_stage"] == "pools_test@run" and record["asked"] == 6 and record["seconds"] >= 0
+    outs[0].write_text(outs[0].read_text() + "\n")  # no longer the file this run wrote
+    assert computed_here(outs[0]) is None
+    (outs[1].parent / "pools.jsonl.run.json").unlink()  # e.g. restored from a DVC cache
+    assert computed_here(outs[1]) is None
+
+
 def test_retries_429_500_timeouts_and_bad_answers(tmp_path, api_key):
     with FakeOpenAI() as server:
         server.plan = ["429", "500", "timeout", "malformed", "wrong_count", "truncated"]

@@ -75,8 +75,9 @@ def _manifest_hashes():
 def test_offline_data_rules_reproduce_manifest_row_counts(workdir):
     """config/paper.yaml + config/offline.yaml through the real prepare_* rules."""
     (workdir / "local.yaml").write_text(f"data:\n  local_dir: {SHARED}\n")
-    targets = ["results/data/train.jsonl"] + [f"results/data/eval/{b}.jsonl"
-                                              for b in ("aime24", "aime25", "amc23", "math500", "apex")]
+    data = "results/paper_offline/data"  # offline.yaml's run folder
+    targets = [f"{data}/train.jsonl"] + [f"{data}/eval/{b}.jsonl"
+                                       for b in ("aime24", "aime25", "amc23", "math500", "apex")]
     proc = subprocess.run(["snakemake", *targets, "--cores", "2", "--configfile", "config/paper.yaml",
                            "config/offline.yaml", "local.yaml"], cwd=workdir, capture_output=True, text=True,
                           timeout=600)
@@ -91,8 +92,8 @@ def test_offline_data_rules_reproduce_manifest_row_counts(workdir):
         prov = json.loads((workdir / f"{target}.provenance.json").read_text())["data"]
         assert prov["source"]["sha256"].startswith(hashes[files[name]]), name  # the copy MANIFEST.md describes
         assert prov["rows"] == counts[name]
-    dapo = json.loads((workdir / "results/data/train.jsonl.provenance.json").read_text())["data"]["source"]
+    dapo = json.loads((workdir / f"{data}/train.jsonl.provenance.json").read_text())["data"]["source"]
     assert dapo["rows"] == 17255  # MANIFEST.md: 17,255 after deduplication
-    first = read_problems(workdir / "results/data/train.jsonl")[0]
+    first = read_problems(workdir / f"{data}/train.jsonl")[0]
     assert first["id"] == json.loads((SHARED / "dapo_math_17k.jsonl").open().readline())["id"]  # selection: first
-    assert all(r["level"] == 5 for r in read_problems(workdir / "results/data/eval/math500.jsonl"))
+    assert all(r["level"] == 5 for r in read_problems(workdir / f"{data}/eval/math500.jsonl"))

@@ -62,5 +62,5 @@ def test_out_of_regime_base_model_stops_the_dag_before_any_training(workdir):
     assert proc.returncode != 0
     assert "base model outside the regime, no RL job will start" in out
     assert "hinted_rare_pass@1_hard = " in out and "outside its bound (>= 0.8)" in out
-    assert "rule train_" not in out and not (workdir / "results" / "runs").exists()
+    assert "rule train_" not in out and not (workdir / "results" / "smoke" / "runs").exists()
     assert "Error in rule regime_gate" in out

@@ -43,7 +43,7 @@ def test_ci_sized_map_end_to_end(workdir):
     proc = subprocess.run(["snakemake", "regime_map", "--cores", "2", "--configfile", "config/smoke.yaml", "map.yaml"],
                           cwd=workdir, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stderr[-4000:]
-    res = workdir / "results"
+    res = workdir / "results" / "smoke"
     runs = pd.read_csv(res / "tables" / "regime_map.csv")
     assert len(runs) == 4 and set(runs.method) == {"grpo2", "nudgerl2"} and set(runs.share_set) == {0.05, 0.3}
     assert runs["final_hard_pass@1"].between(0, 1).all() and (runs.rollout_tokens > 0).all()

@@ -10,8 +10,8 @@ import time
 
 import yaml
 
-TARGET = "results/runs/nudgerl2/seed0/metrics.jsonl"
-RUN = "results/runs/nudgerl2/seed0"
+TARGET = "results/smoke/runs/nudgerl2/seed0/metrics.jsonl"
+RUN = "results/smoke/runs/nudgerl2/seed0"
 MAX_STEPS = 8
 
 
@@ -49,7 +49,7 @@ def test_sigkilled_snakemake_training_resumes_from_its_checkpoint(workdir):
     assert again.returncode == 0, again.stderr[-3000:]
     # Only the killed job ran again: data, base model and pools were finished and kept.
     assert "train_nudgerl" in again.stderr and "base_model" not in again.stderr.split("Job stats:")[1].split("Select")[0]
-    train_log = (workdir / "results" / "logs" / "train_nudgerl" / "nudgerl2_seed0.log").read_text()
+    train_log = (workdir / "results" / "smoke" / "logs" / "train_nudgerl" / "nudgerl2_seed0.log").read_text()
     assert f"at global step {max(kept)}" in train_log, train_log[-2000:]
     rows = [json.loads(line) for line in (workdir / TARGET).read_text().splitlines()]
     # rollout metrics are logged on the first optimizer step of each generation batch

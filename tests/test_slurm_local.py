@@ -26,9 +26,9 @@ import yaml
 pytestmark = pytest.mark.slow
 
 ACCOUNT = "nudgerl-ci"
-TARGET = "results/eval/nudgerl4/seed0/summary.json"
-RUN = "results/runs/nudgerl4/seed0"
-TRAIN_LOG = "results/logs/train_nudgerl/nudgerl4_seed0.log"
+TARGET = "results/smoke/eval/nudgerl2/seed0/summary.json"
+RUN = "results/smoke/runs/nudgerl2/seed0"
+TRAIN_LOG = "results/smoke/logs/train_nudgerl/nudgerl2_seed0.log"
 MAX_STEPS = 12
 # What the slice's rules ask for, beyond the profile's defaults (runtime 60, mem_mb 8000):
 # per-rule values in the workflow's config (resources.<name>.<rule>) and one on the command
@@ -183,7 +183,7 @@ def test_smoke_slice_through_slurm(workdir, partition):
                            env=_env(partition))
     assert again.returncode == 0, again.stderr[-4000:]
     done = _assert_all_in_slurm(again.stderr, workdir)
-    assert set(done) == {"rule_train_nudgerl_wildcards_nudgerl4_0", "rule_evaluate_wildcards_nudgerl4_0"}
+    assert set(done) == {"rule_train_nudgerl_wildcards_nudgerl2_0", "rule_evaluate_wildcards_nudgerl2_0"}
     assert f"at global step {kept}" in (workdir / TRAIN_LOG).read_text()
     report = json.loads((run / "train_report.json").read_text())
     assert report["resumed_from_step"] == kept and report["global_step"] == MAX_STEPS
@@ -201,7 +201,7 @@ def test_smoke_slice_through_slurm(workdir, partition):
     assert (by_rule["organism_data"]["mem"], by_rule["organism_data"]["time"]) == ("8000M", "1:00:00")  # profile
 
     # 4. A job that fails by itself (a corrupt benchmark file) fails the run and names its log.
-    bench = workdir / "results" / "data" / "eval" / "apex.jsonl"
+    bench = workdir / "results" / "smoke" / "data" / "eval" / "apex.jsonl"
     bench.write_text(bench.read_text() + "{not json\n")
     failed = subprocess.run(_command(TARGET, extra=("--forcerun", "evaluate")), cwd=workdir, capture_output=True,
                             text=True, timeout=600, env=_env(partition))
@@ -209,6 +209,6 @@ def test_smoke_slice_through_slurm(workdir, partition):
     submitted, _ = _jobs_of(failed.stderr)
     (slurm_id, slurm_log), = submitted.values()
     assert f"SLURM-job '{slurm_id}' failed" in failed.stderr, failed.stderr[-3000:]
-    assert "results/logs/evaluate/nudgerl4_seed0.log" in failed.stderr and slurm_log in failed.stderr
+    assert "results/smoke/logs/evaluate/nudgerl2_seed0.log" in failed.stderr and slurm_log in failed.stderr
     assert _squeue([slurm_id])[slurm_id]["state"] == "FAILED"
-    assert "apex.jsonl" in (workdir / "results" / "logs" / "evaluate" / "nudgerl4_seed0.log").read_text()
+    assert "apex.jsonl" in (workdir / "results" / "smoke" / "logs" / "evaluate" / "nudgerl2_seed0.log").read_text()

@@ -8,24 +8,20 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
+RESULTS = "results/smoke"  # the smoke config's run folder (run_name: smoke)
+
 
 def snakemake(workdir, *args, timeout=900):
     proc = subprocess.run(["snakemake", *args], cwd=workdir, capture_output=True, text=True, timeout=timeout)
     return proc
 
 
-@pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory):
-    from conftest import copy_workflow
-
-    workdir = copy_workflow(tmp_path_factory.mktemp("smoke"))
-    proc = snakemake(workdir, "--cores", "2", "--configfile", "config/smoke.yaml")
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return workdir
+# smoke_run (conftest.py): the finished smoke DAG in a scratch checkout, shared with
+# test_one_checkout.py.
 
 
 def test_table1_has_base_and_every_grpo_row(smoke_run):
-    res = smoke_run / "results"
+    res = smoke_run / RESULTS
     df = pd.read_csv(res / "tables" / "table1.csv")
     assert set(df.label) == {"Base", "GRPO (N=2)", "GRPO (N=8)", "GRPO (N=16)", "POPE (N=2)", "NudgeRL (N=2)"}
     assert set(df.benchmark) == {"aime24", "aime25", "amc23", "math500", "apex", "avg"}
@@ -37,7 +33,7 @@ def test_table1_has_base_and_every_grpo_row(smoke_run):
 
 
 def test_replicates_have_their_own_base_models_and_tables(smoke_run):
-    res = smoke_run / "results"
+    res = smoke_run / RESULTS
     weights = [(res / "models" / "base" / f"seed{s}" / "model.safetensors").read_bytes() for s in (0, 1)]
     assert weights[0] != weights[1]  # one SFT seed each
     per = pd.read_csv(res / "tables" / "table1_replicates.csv")
@@ -56,7 +52,7 @@ def test_replicates_have_their_own_base_models_and_tables(smoke_run):
 
 
 def test_claims_table_has_seven_claims_with_verdicts(smoke_run):
-    res = smoke_run / "results"
+    res = smoke_run / RESULTS
     df = pd.read_csv(res / "tables" / "claims.csv")
     assert sorted(df.claim.unique()) == list(range(1, 8))
     assert set(df.verdict) <= {"supported", "contradicted", "inconclusive"}
@@ -68,7 +64,7 @@ def test_claims_table_has_seven_claims_with_verdicts(smoke_run):
 
 
 def test_training_metrics_and_checkpoints(smoke_run):
-    run = smoke_run / "results" / "runs" / "grpo8" / "seed0"
+    run = smoke_run / RESULTS / "runs" / "grpo8" / "seed0"
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     # smoke trains 2 optimizer steps per generation batch (for the eps_high sweep): rollout
     # metrics are logged on the step after each generation
@@ -83,7 +79,7 @@ def test_training_metrics_and_checkpoints(smoke_run):
 
 
 def test_evaluation_records_and_diagnostics(smoke_run):
-    res = smoke_run / "results"
+    res = smoke_run / RESULTS
     summary = json.loads((res / "eval" / "grpo2" / "seed0" / "summary.json").read_text())
     assert set(summary) == {"aime24", "aime25", "amc23", "math500", "apex"}
     assert set(summary["apex"]["pass@k"]) == {"1", "2"}
@@ -108,18 +104,36 @@ def test_lint_passes(smoke_run):
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def test_report_builds(smoke_run):
+def test_report_holds_every_declared_result(smoke_run):
+    """`snakemake --report` as a user opens it: every file the workflow marks with report()
+    (asked from Snakemake, so a result added later is checked too) is embedded byte for byte,
+    shown inline (not a download link), captioned and labelled; Table 1 opens the first
+    category."""
+    from snakemake_report import INLINE, declared_report_files, embedded_bytes, report_entries
+
     proc = snakemake(smoke_run, "--cores", "1", "--configfile", "config/smoke.yaml", "--report", "report.html")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    html = (smoke_run / "report.html").read_text(errors="replace")
-    assert "table1.csv" in html and "training_curves.png" in html
-    for name in ("eps_high_scaling.png", "strategy_diversity.png", "case_study.png", "compute_matched.png",
-                 "compute.csv", "audit.txt", "Ablations", "Diagnostics", "Compute"):
-        assert name in html, name
+    declared = declared_report_files(smoke_run, "config/smoke.yaml")
+    figures = {f"{RESULTS}/figures/{n}.png" for n in ("training_curves", "eps_high_scaling", "strategy_diversity",
+                                                      "case_study", "compute_matched", "training_reward")}
+    assert {f"{RESULTS}/tables/table1.html", f"{RESULTS}/tables/compute.html", *figures} <= set(declared)
+    results, categories = report_entries(smoke_run / "report.html")
+    assert set(results) == set(declared)
+    for path in declared:
+        entry = results[path]
+        assert embedded_bytes(entry) == (smoke_run / path).read_bytes(), path
+        assert path.endswith(INLINE), f"{path} would only be a download link in the report: add an HTML page"
+        assert entry["caption"].strip() and entry["labels"]["Result"], path
+    placed = [p for cat in categories.values() for paths in cat.values() for p in paths]
+    assert sorted(placed) == sorted(declared)  # each result in exactly one category
+    first = sorted(categories)[0]
+    assert f"{RESULTS}/tables/table1.html" in [p for paths in categories[first].values() for p in paths]
+    table1 = embedded_bytes(results[f"{RESULTS}/tables/table1.html"]).decode()
+    assert "<table>" in table1 and "GRPO (N=4)" in table1 and "Table 1: pass@1 (%)" in table1
 
 
 def test_nudgerl_runs_pools_and_ablation_tables(smoke_run):
-    res = smoke_run / "results"
+    res = smoke_run / RESULTS
     pools = [json.loads(line) for line in (res / "pools" / "pools_organism.jsonl").read_text().splitlines()]
     assert len(pools) == 64 and all(len(p["hints"]) == 3 for p in pools)
     ranked = [json.loads(line) for line in
@@ -140,7 +154,7 @@ def test_nudgerl_runs_pools_and_ablation_tables(smoke_run):
 
 
 def test_five_figures_with_their_series(smoke_run):
-    fig = smoke_run / "results" / "figures"
+    fig = smoke_run / RESULTS / "figures"
     for name in ("training_curves", "eps_high_scaling", "strategy_diversity", "case_study", "compute_matched"):
         assert (fig / f"{name}.png").read_bytes()[:4] == b"\x89PNG", name
         assert (fig / f"{name}.pdf").read_bytes()[:4] == b"%PDF", name
@@ -161,12 +175,12 @@ def test_five_figures_with_their_series(smoke_run):
     series = {s["method"]: s for s in matched["series"]}
     assert {"base", "grpo2", "grpo8", "pope2", "nudgerl2", "grpo2_eps0.3"} <= set(series)
     assert series["grpo8"]["seeds"] == [0, 1] and series["nudgerl2_pdrop1"]["seeds"] == [0]
-    df = pd.read_csv(smoke_run / "results" / "tables" / "table1.csv")
+    df = pd.read_csv(smoke_run / RESULTS / "tables" / "table1.csv")
     assert df[df.method == "grpo2"]["p_vs_ref"].notna().sum() == 5 and df[df.method == "grpo8"]["p_vs_ref"].isna().all()
 
 
 def test_compute_table(smoke_run):
-    df = pd.read_csv(smoke_run / "results" / "tables" / "compute.csv")
+    df = pd.read_csv(smoke_run / RESULTS / "tables" / "compute.csv")
     train = df[df.rule.str.startswith("train_")]
     assert set(train.method) >= {"grpo2", "grpo8", "grpo2_eps0.3", "nudgerl2", "pope2"}
     assert (train.rollout_tokens > 0).all() and (train.trained_tokens > train.rollout_tokens).all()
@@ -180,10 +194,10 @@ def test_compute_table(smoke_run):
 def test_audit_passes_then_names_a_hand_edited_record(smoke_run):
     import os
 
-    assert "nudgerl audit: OK" in (smoke_run / "results" / "audit" / "audit.txt").read_text()
+    assert "nudgerl audit: OK" in (smoke_run / RESULTS / "audit" / "audit.txt").read_text()
     proc = subprocess.run(["nudgerl", "audit"], cwd=smoke_run, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    record = smoke_run / "results" / "eval" / "nudgerl2" / "seed0" / "apex.problems.jsonl"
+    record = smoke_run / RESULTS / "eval" / "nudgerl2" / "seed0" / "apex.problems.jsonl"
     before, stat = record.read_text(), record.stat()
     rows = [json.loads(line) for line in before.splitlines()]
     rows[0]["c"] = 0 if rows[0]["c"] else rows[0]["n"]  # a hand edit that changes a result
@@ -191,27 +205,27 @@ def test_audit_passes_then_names_a_hand_edited_record(smoke_run):
     try:
         proc = subprocess.run(["nudgerl", "audit"], cwd=smoke_run, capture_output=True, text=True)
         assert proc.returncode == 1
-        assert "[modified] results/eval/nudgerl2/seed0/apex.problems.jsonl" in proc.stdout, proc.stdout
+        assert f"[modified] {RESULTS}/eval/nudgerl2/seed0/apex.problems.jsonl" in proc.stdout, proc.stdout
     finally:
         record.write_text(before)
         os.utime(record, ns=(stat.st_atime_ns, stat.st_mtime_ns))
 
 
 def test_pool_stage_restores_from_dvc_cache(smoke_run):
-    pools = smoke_run / "results" / "pools" / "pools_organism.jsonl"
+    pools = smoke_run / RESULTS / "pools" / "pools_organism.jsonl"
     before = pools.read_text()
     pools.unlink()
-    proc = snakemake(smoke_run, "results/pools/pools_organism.jsonl", "--cores", "1", "--configfile", "config/smoke.yaml")
+    proc = snakemake(smoke_run, f"{RESULTS}/pools/pools_organism.jsonl", "--cores", "1", "--configfile", "config/smoke.yaml")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert pools.read_text() == before
-    log = (smoke_run / "results" / "logs" / "strategy_pools.log").read_text()
+    log = (smoke_run / RESULTS / "logs" / "strategy_pools.log").read_text()
     # DVC restored the outputs from its cache: the stage command (the backend) did not run.
     assert "is cached - skipping run" in log, log
     assert "Running stage" not in log
 
 
 def test_pope_run_used_oracle_prefixes(smoke_run):
-    res = smoke_run / "results"
+    res = smoke_run / RESULTS
     oracles = [json.loads(line) for line in (res / "oracles" / "oracles_organism.jsonl").read_text().splitlines()]
     assert len(oracles) == 64 and all(o["solution"].startswith("strategy : difference table") for o in oracles)
     report = json.loads((res / "runs" / "pope2" / "seed0" / "train_report.json").read_text())

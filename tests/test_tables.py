@@ -34,6 +34,11 @@ def test_table1_values_and_formats(tmp_path):
     assert "| GRPO (N=8) |" in md and "AIME24" in md and "2 replicates (seeds 0, 1; each its own base model, RL and sampling seed), 4 samples per problem" in md
     tex = paths[2].read_text()
     assert r"\toprule" in tex and r"\bottomrule" in tex and "GRPO (N=8) &" in tex
+    # the page the HTML report shows: the markdown table's cells, as an HTML table
+    html = paths[3].read_text()
+    cells = [c.strip() for c in md.splitlines()[-1].strip("|").split("|")]
+    assert paths[3].suffix == ".html" and "<table>" in html and "<th>AIME24</th>" in html
+    assert all(f"<td>{c}</td>" in html for c in cells), cells
 
 
 def test_mismatched_problem_ids_across_seeds_is_an_error(tmp_path):

@@ -13,6 +13,10 @@ and follows inputs to the sidecars of the jobs that produced them, reporting
 - ``dvc``: ``dvc status`` reports a changed DVC stage (strategy pools, oracle solutions),
   or could not run.
 
+For each DVC stage it checks, the report also says where its outputs came from: computed in
+this checkout (a run record ``<out>.run.json`` matches the file) or restored from the DVC
+cache (pulled from a remote, or checked out from the local cache, without running it here).
+
 Files with no producing sidecar (DVC outputs, for instance) are checked against the
 consumer's recorded hash only; DVC's own hashes cover the pools and oracles.
 """
@@ -26,7 +30,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .helper_stage import computed_here
 from .io import is_sidecar, sha256_file
+from .tools import tool_command
 
 ROOT_FOLDERS = ("tables", "figures", "diagnostics")
 
@@ -48,6 +54,8 @@ class AuditReport:
     files_checked: int = 0
     findings: list[Finding] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    stage_origins: list[str] = field(default_factory=list)  # one line per DVC stage checked
+    dvc_only: bool = False
 
     @property
     def ok(self) -> bool:
@@ -56,12 +64,16 @@ class AuditReport:
     def text(self) -> str:
         lines = [
             "nudgerl audit: " + ("OK" if self.ok else f"{len(self.findings)} problem(s)"),
+            "  DVC stages only (no table or figure checked)" if self.dvc_only else
             f"  {len(self.roots)} table/figure artifact(s), {self.sidecars_checked} provenance sidecar(s), "
             f"{self.files_checked} file(s) hashed",
         ]
         if self.findings:
             lines.append("")
             lines += [f"  {f}" for f in self.findings]
+        if self.stage_origins:
+            lines.append("")
+            lines += [f"  dvc stage {o}" for o in self.stage_origins]
         if self.notes:
             lines.append("")
             lines += [f"  note: {n}" for n in self.notes]
@@ -88,43 +100,104 @@ class _Hasher:
         return self.cache[path]
 
 
-def dvc_status(cwd: Path, stages: list[str] | None = None) -> tuple[list[Finding], list[str]]:
+def _lock_stages(cwd: Path) -> dict:
+    import yaml
+
+    lock = Path(cwd) / "dvc.lock"
+    return (yaml.safe_load(lock.read_text()) or {}).get("stages", {}) if lock.exists() else {}
+
+
+def dvc_status(cwd: Path, stages: list[str] | None = None,
+               run: str | None = None) -> tuple[list[Finding], list[str], list[str]]:
     """Changed DVC stages as findings; a checkout without DVC is a note, not a failure.
     ``stages``: only these (the ones this config's results used); None = every stage that ran
-    here (recorded in dvc.lock), since a stage another config defines is not part of these results."""
-    if stages is None and (Path(cwd) / "dvc.lock").exists():
-        import yaml
-
-        stages = sorted((yaml.safe_load((Path(cwd) / "dvc.lock").read_text()) or {}).get("stages", {})) or None
+    here (recorded in dvc.lock) for ``run`` (``<section>@<run>``, or all when run is None),
+    since a stage of another configuration is not part of these results.
+    Returns (findings, notes, one line per stage saying where its outputs came from)."""
+    lock = _lock_stages(cwd)
+    if stages is None:
+        stages = sorted(s for s in lock if run is None or s.endswith(f"@{run}")) or None
+        if stages is None and run is not None:
+            return [], [f"dvc.lock has no DVC stage of run {run!r} (never run or pulled here): dvc status skipped"], []
     if not (Path(cwd) / ".dvc").is_dir() or not (Path(cwd) / "dvc.yaml").exists():
-        return [], ["not a DVC repository here (no .dvc/ or dvc.yaml): dvc status skipped"]
+        return [], ["not a DVC repository here (no .dvc/ or dvc.yaml): dvc status skipped"], []
     try:
-        proc = subprocess.run(["dvc", "status", "--json", *(stages or [])], cwd=cwd, capture_output=True, text=True, timeout=300)
+        # this environment's DVC, found without PATH (e.g. `.venv/bin/nudgerl audit`)
+        proc = subprocess.run([*tool_command("dvc"), "status", "--json", *(stages or [])], cwd=cwd,
+                              capture_output=True, text=True, timeout=300)
     except (OSError, subprocess.SubprocessError) as e:
-        return [Finding("dvc", "dvc.yaml", f"dvc status could not run: {e}")], []
+        return [Finding("dvc", "dvc.yaml", f"dvc status could not run: {e}")], [], []
     if proc.returncode != 0:
-        return [Finding("dvc", "dvc.yaml", f"dvc status failed: {(proc.stderr or proc.stdout).strip()[-500:]}")], []
+        return [Finding("dvc", "dvc.yaml", f"dvc status failed: {(proc.stderr or proc.stdout).strip()[-500:]}")], [], []
     try:
         status = json.loads(proc.stdout or "{}")
     except json.JSONDecodeError:
-        return [Finding("dvc", "dvc.yaml", f"dvc status printed no JSON: {proc.stdout[-300:]}")], []
+        return [Finding("dvc", "dvc.yaml", f"dvc status printed no JSON: {proc.stdout[-300:]}")], [], []
     findings = [Finding("dvc", f"dvc.yaml:{stage}", f"stage changed: {json.dumps(changes)}")
                 for stage, changes in sorted(status.items())]
-    return findings, ([] if findings else ["dvc status: every DVC stage is up to date"])
+    origins = [stage_origin(Path(cwd), stage, lock.get(stage)) for stage in (stages or [])]
+    return findings, ([] if findings else ["dvc status: every DVC stage is up to date"]), origins
+
+
+def stage_origin(cwd: Path, stage: str, locked: dict | None) -> str:
+    """Where a DVC stage's outputs in this checkout came from, in words."""
+    if not locked:
+        return f"{stage}: not in dvc.lock (never run or pulled here)"
+    for out in locked.get("outs", []):
+        record = computed_here(Path(cwd) / out["path"])
+        if record is not None:
+            return (f"{stage}: computed here ({record.get('finished', '?')}, {record.get('asked', '?')} problem(s) "
+                    f"asked, {record.get('http_requests', '?')} HTTP request(s), {record.get('seconds', '?')} s)")
+    return f"{stage}: from the DVC cache (pulled or restored, not computed in this checkout)"
+
+
+def result_folders(root: str | Path = "results") -> list[Path]:
+    """The results folders under ``root``: each configuration's ``results/<run_name>`` (or,
+    for task: math, each ``results/<run_name>/<model>``), i.e. every folder up to two levels
+    down that holds tables, figures or diagnostics; ``root`` itself if it does."""
+    root = Path(root)
+
+    def holds(d: Path) -> bool:
+        return any((d / name).is_dir() for name in ROOT_FOLDERS)
+
+    if holds(root):
+        return [root]
+    found = []
+    for child in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
+        found += [child] if holds(child) else [g for g in sorted(child.iterdir()) if g.is_dir() and holds(g)]
+    return found
+
+
+def run_of_results(results: str | Path) -> str | None:
+    """``smoke`` for ``results/smoke`` or ``results/smoke/<model>``; None for other layouts."""
+    parts = Path(results).parts
+    return parts[1] if len(parts) >= 2 and parts[0] == "results" else None
 
 
 def audit(results: str | Path = "results", cwd: str | Path = ".", check_dvc: bool = True,
-          dvc_stages: list[str] | None = None) -> AuditReport:
+          dvc_stages: list[str] | None = None, check_artifacts: bool = True) -> AuditReport:
     """Walk from the tables' and figures' sidecars through every recorded input.
+    ``check_artifacts=False``: only the DVC stages (a checkout that pulled pools, no tables).
 
     Paths inside sidecars are relative to ``cwd`` (the workflow root, where jobs run)."""
     cwd = Path(cwd)
     old = os.getcwd()
     os.chdir(cwd)
     try:
+        if not check_artifacts:
+            report = AuditReport(dvc_only=True)
+            _check_dvc(report, Path(results), dvc_stages)
+            return report
         return _audit(Path(results), check_dvc, dvc_stages)
     finally:
         os.chdir(old)
+
+
+def _check_dvc(report: AuditReport, results: Path, dvc_stages: list[str] | None) -> None:
+    findings, notes, origins = dvc_status(Path("."), dvc_stages, run_of_results(results))
+    report.findings += findings
+    report.notes += notes
+    report.stage_origins += origins
 
 
 def _audit(results: Path, check_dvc: bool, dvc_stages: list[str] | None = None) -> AuditReport:
@@ -192,7 +265,5 @@ def _audit(results: Path, check_dvc: bool, dvc_stages: list[str] | None = None) 
     report.sidecars_checked = len(seen)
     report.files_checked = sum(1 for v in hasher.cache.values() if v is not None)
     if check_dvc:
-        findings, notes = dvc_status(Path("."), dvc_stages)
-        report.findings += findings
-        report.notes += notes
+        _check_dvc(report, results, dvc_stages)
     return report

@@ -304,8 +304,14 @@ def cmd_diagnostics_md(args) -> None:
     from .diagnostics import to_markdown
     from .io import atomic_write_text, write_provenance
 
-    atomic_write_text(args.out, to_markdown(json.loads(Path(args.input).read_text())))
+    md = to_markdown(json.loads(Path(args.input).read_text()))
+    atomic_write_text(args.out, md)
     write_provenance(args.out, {}, {}, [args.input])
+    if args.html:
+        from .report_pages import write_markdown_page
+
+        write_markdown_page(md, args.html, "Base-model diagnosis")
+        write_provenance(args.html, {}, {}, [args.input])
 
 
 # ---------------------------------------------------------------- figures, compute accounting, audit (issue 6)
@@ -440,19 +446,36 @@ def cmd_compute_table(args) -> None:
 
     rows = write_compute_csv(Path(args.results), Path(args.out))
     write_provenance(args.out, {}, {}, [r["benchmark_file"] for r in rows])
+    if args.html:
+        from .report_pages import write_csv_page
+
+        write_csv_page(args.out, args.html, "Compute per job")
+        write_provenance(args.html, {}, {}, [args.out])
     print(f"{len(rows)} jobs; wall {sum(r['wall_s'] or 0 for r in rows):.0f} s in total")
 
 
 def cmd_audit(args) -> None:
-    from .audit import audit
+    from .audit import audit, result_folders
     from .io import atomic_write_text
 
-    report = audit(args.results, cwd=args.cwd, check_dvc=not args.no_dvc, dvc_stages=args.dvc_stages)
-    text = report.text()
+    if args.results or args.dvc_only:
+        folders = [args.results or "results"]
+    else:  # every configuration's results folder in this checkout, each audited on its own
+        folders = [str(p.relative_to(args.cwd)) for p in result_folders(Path(args.cwd) / "results")]
+        if not folders:
+            raise SystemExit(f"nudgerl audit: no results folder with tables, figures or diagnostics under "
+                             f"{Path(args.cwd) / 'results'}")
+    reports = [(f, audit(f, cwd=args.cwd, check_dvc=not args.no_dvc, dvc_stages=args.dvc_stages,
+                         check_artifacts=not args.dvc_only)) for f in folders]
+    text = "".join(r.text() if len(reports) == 1 else f"== {f}\n{r.text()}" for f, r in reports)
     print(text, end="")
     if args.out:
         atomic_write_text(args.out, text)
-    if not report.ok:
+    if args.html:
+        from .report_pages import write_text_page
+
+        write_text_page(text, args.html, "Artifact audit")
+    if not all(r.ok for _, r in reports):
         raise SystemExit(1)
 
 
@@ -513,16 +536,21 @@ def _add_issue6_commands(add) -> None:
     p.add_argument("--curves", nargs="*")
     p.add_argument("--curve-benchmarks", nargs="*")
 
-    p = add("compute-table", cmd_compute_table, "compute accounting of every job (results/tables/compute.csv)")
+    p = add("compute-table", cmd_compute_table, "compute accounting of every job (results/<run_name>/tables/compute.csv)")
     p.add_argument("--results", default="results")
     p.add_argument("--out", required=True)
+    p.add_argument("--html", help="also as an HTML page here (for snakemake --report)")
 
     p = add("audit", cmd_audit, "check every table/figure back to its records, checkpoints, data, pools")
-    p.add_argument("--results", default="results")
+    p.add_argument("--results", default=None,
+                   help="one results folder (default: each results/<run_name>[/<model>] in the checkout)")
     p.add_argument("--cwd", default=".", help="workflow root (paths in sidecars are relative to it)")
     p.add_argument("--no-dvc", action="store_true", help="skip `dvc status`")
+    p.add_argument("--dvc-only", action="store_true",
+                   help="only the DVC stages (of --results' run, default all in dvc.lock): status and origin")
     p.add_argument("--dvc-stages", nargs="+", default=None, help="check only these DVC stages (default: all)")
     p.add_argument("--out", help="also write the report here")
+    p.add_argument("--html", help="and as an HTML page here (for snakemake --report)")
 
 
 # ---------------------------------------------------------------- replicates: regime, per-replicate tables, claims
@@ -540,6 +568,13 @@ def cmd_regime_gate(args) -> None:
     write_provenance(args.out, args.regime, {}, [args.diagnosis])
 
 
+def _markdown_page(md: Path, title: str) -> Path:
+    """The table's HTML page beside its .md (what `snakemake --report` shows inline)."""
+    from .report_pages import write_markdown_page
+
+    return write_markdown_page(md.read_text(), md.with_suffix(".html"), title)
+
+
 def cmd_base_model_table(args) -> None:
     from .io import atomic_write_text, write_provenance
     from .regime import replicate_markdown, replicate_table
@@ -548,7 +583,8 @@ def cmd_base_model_table(args) -> None:
     csv, md = Path(args.out_prefix + ".csv"), Path(args.out_prefix + ".md")
     atomic_write_text(csv, df.to_csv(index=False))
     atomic_write_text(md, replicate_markdown(df))
-    write_provenance(csv, {}, {}, args.regimes, outputs=[md])
+    html = _markdown_page(md, "Base models of the replicates")
+    write_provenance(csv, {}, {}, args.regimes, outputs=[md, html])
     print(md.read_text())
 
 
@@ -570,9 +606,10 @@ def cmd_replicate_table(args) -> None:
     atomic_write_text(csv, df.to_csv(index=False))
     atomic_write_text(md, render_replicates(df, args.methods, _samples_per_problem(args.eval_root, args.methods[0],
                                                                                     args.seeds[0]), args.reference))
+    html = _markdown_page(md, "Table 1 per replicate")
     write_provenance(csv, {"methods": args.methods, "benchmarks": args.benchmarks, "reference": args.reference},
                      {"runs": args.seeds}, _problem_records_of(args.eval_root, args.methods, args.seeds,
-                                                               args.benchmarks), outputs=[md])
+                                                               args.benchmarks), outputs=[md, html])
     print(md.read_text())
 
 
@@ -591,8 +628,9 @@ def cmd_claims(args) -> None:
         args.eval_root, pair, c.seeds, args.benchmarks)]
     records += [Path(args.runs_root) / m / f"seed{s}" / "metrics.jsonl" for c in claims[:1] for pair in c.comparisons
                 for m in pair for s in c.seeds]
+    html = _markdown_page(md, "The paper's claims beside ours")
     write_provenance(csv, {"roles": args.roles, "methods": methods}, {"runs": args.roles["seeds"]},
-                     sorted(set(records)), outputs=[md])
+                     sorted(set(records)), outputs=[md, html])
     print(md.read_text())
 
 
@@ -814,6 +852,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("diagnostics-md", cmd_diagnostics_md, "base-model diagnosis as a markdown summary")
     p.add_argument("--input", required=True)
     p.add_argument("--out", required=True)
+    p.add_argument("--html", help="also as an HTML page here (for snakemake --report)")
 
     p = add("plot-curves", cmd_plot_curves, "training-curve figure from metrics.jsonl files")
     p.add_argument("--runs", nargs="+", required=True)

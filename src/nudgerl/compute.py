@@ -60,13 +60,20 @@ def run_tokens(run_dir: Path) -> dict:
             "steps": max(r["step"] for r in rows), "gpus": gpus}
 
 
+# Jobs that run while or after the table is made: their benchmark files are (re)written
+# later, so a file left by an earlier run would make the table stale the moment it is done.
+NOT_ACCOUNTED = ("compute_table", "audit")
+
+
 def compute_table(results: Path) -> list[dict]:
-    """One row per benchmarked job under ``results/benchmarks``."""
+    """One row per benchmarked job under ``results/benchmarks`` (but NOT_ACCOUNTED)."""
     results = Path(results)
     bench_root = results / "benchmarks"
     rows = []
     for tsv in sorted(bench_root.rglob("*.tsv")):
         rule, method, seed = _job_of(tsv, bench_root)
+        if rule in NOT_ACCOUNTED:
+            continue
         b = read_benchmark_tsv(tsv)
         row = {c: None for c in COLUMNS}
         row.update(rule=rule, method=method, seed=seed, wall_s=_float(b.get("s")), cpu_s=_float(b.get("cpu_time")),

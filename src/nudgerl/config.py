@@ -191,11 +191,14 @@ def check_trackers(config: dict) -> list[str]:
 
 def check_dvc_stages(config: dict, root: str | Path = ".") -> list[str]:
     """The DVC stages named by ``pools.stage`` and ``pope.oracle_stage`` exist in dvc.yaml with
-    a params.yaml section, and pools hold at least M hints (else rollouts go hint-free)."""
+    a params.yaml section and one expanded stage for this configuration's ``run_name``
+    (``<stage>@<run_name>``), and pools hold at least M hints (else rollouts go hint-free)."""
+    from .dvc_stages import RUNS_KEY, StageError, load_stage, stage_groups, stage_name
+
     root = Path(root)
     if not (root / "dvc.yaml").exists():
         return []  # not a workflow checkout (e.g. `nudgerl validate-config` elsewhere)
-    stages = (yaml.safe_load((root / "dvc.yaml").read_text()) or {}).get("stages", {})
+    stages = stage_groups(root)
     params = yaml.safe_load((root / "params.yaml").read_text()) or {} if (root / "params.yaml").exists() else {}
     problems = []
     named = [("pools.stage", config.get("pools", {}).get("stage", "pools_organism"))]
@@ -204,9 +207,15 @@ def check_dvc_stages(config: dict, root: str | Path = ".") -> list[str]:
     for key, stage in named:
         if stage not in stages:
             problems.append(f"config key '{key}': dvc.yaml has no stage {stage!r} "
-                            f"(stages: {sorted(stages)}); add the stage or name an existing one")
+                            f"(stages: {stages}); add the stage or name an existing one")
         elif stage not in params:
             problems.append(f"config key '{key}': params.yaml has no section {stage!r} for DVC stage {stage!r}")
+        elif config.get("run_name"):
+            try:
+                load_stage(stage_name(stage, config["run_name"]), str(root))
+            except StageError as e:
+                problems.append(f"config key 'run_name' ({config['run_name']!r}) with '{key}' = {stage!r}: {e}"
+                                if RUNS_KEY in str(e) else f"config key '{key}': {e}")
     pool = params.get(named[0][1]) or {}
     M = config.get("nudgerl", {}).get("M", 2)
     if "nudgerl" in config and isinstance(pool.get("n"), int) and pool["n"] < M:

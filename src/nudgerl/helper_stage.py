@@ -7,6 +7,12 @@
   with a concurrency limit, appends each finished problem to ``<out>.partial`` (fsync'd),
   so a killed or failed run resumes and asks only for what is missing; writes the output
   atomically with a ``<out>.stats.json`` sidecar, or raises naming the failed problems.
+
+The output and its stats are what DVC caches and a team shares, so they hold no wall-clock
+values: recomputing a deterministic stage writes the same bytes (dvc.lock keeps its hashes,
+the run-cache one entry). What is particular to this machine's run (seconds, the DVC stage,
+when) goes to ``<out>.run.json``, which DVC does not track: a checkout that restored the
+output from the cache has none, which is how ``nudgerl audit`` tells the two apart.
 """
 
 from __future__ import annotations
@@ -15,11 +21,12 @@ import json
 import os
 import threading
 import time
+from datetime import datetime, timezone
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Callable
 
-from .io import atomic_write_text
+from .io import atomic_write_text, sha256_file
 
 
 class HelperStageError(RuntimeError):
@@ -144,8 +151,9 @@ def run_per_problem(records: list[dict], propose: Callable[[dict], tuple[dict, d
                     f.flush()
                     os.fsync(f.fileno())
     stats["http_requests"] = getattr(counter, "http_requests", 0)
-    stats["seconds"] = time.perf_counter() - t0
     stats["config"] = config or {}
+    seconds = time.perf_counter() - t0
+    print(f"{len(todo)} problem(s) asked in {seconds:.1f} s, {stats['http_requests']} HTTP request(s)")
     atomic_write_text(out_path.with_name(out_path.name + ".stats.json"), json.dumps(stats, indent=2))
     if stats["failures"]:
         ids = sorted(stats["failures"])
@@ -155,5 +163,32 @@ def run_per_problem(records: list[dict], propose: Callable[[dict], tuple[dict, d
         )
     rows = [dict(done[r["id"]], problem=r["problem"]) for r in records]
     atomic_write_text(out_path, "".join(json.dumps(r) + "\n" for r in rows))
+    write_run_record(out_path, seconds=round(seconds, 3), asked=len(todo), http_requests=stats["http_requests"])
     partial.unlink(missing_ok=True)
     return stats
+
+
+def run_record_path(out_path: str | Path) -> Path:
+    out_path = Path(out_path)
+    return out_path.with_name(out_path.name + ".run.json")
+
+
+def write_run_record(out_path: str | Path, **facts) -> None:
+    """``<out>.run.json``: this checkout computed ``out_path`` (its sha256 as written), when,
+    under which DVC stage (DVC sets DVC_STAGE for the commands it runs), and how long it took."""
+    record = {"output": str(out_path), "sha256": sha256_file(out_path), "dvc_stage": os.environ.get("DVC_STAGE"),
+              "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"), **facts}
+    atomic_write_text(run_record_path(out_path), json.dumps(record, indent=2))
+
+
+def computed_here(out_path: str | Path) -> dict | None:
+    """The run record of ``out_path`` when this checkout computed the file as it is now;
+    None when it came from elsewhere (a DVC cache restore or pull) or has changed since."""
+    record_path = run_record_path(out_path)
+    if not record_path.exists() or not Path(out_path).exists():
+        return None
+    try:
+        record = json.loads(record_path.read_text())
+    except json.JSONDecodeError:
+        return None
+    return record if record.get("sha256") == sha256_file(out_path) else None

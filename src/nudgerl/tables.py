@@ -16,6 +16,7 @@ import pandas as pd
 
 from .algorithms import bootstrap_ci, bootstrap_mean_of_means, paired_permutation_test
 from .io import atomic_write_text, read_jsonl
+from .report_pages import write_markdown_page
 
 BENCHMARK_LABELS = {
     "aime24": "AIME24",
@@ -157,10 +158,11 @@ def write_table(eval_root, methods, benchmarks, seeds, out_prefix, title, n_boot
     md, tex = render(df, methods, benchmarks, seeds, samples, title=title, labels=labels, reference=reference)
     df.insert(1, "label", [labels[methods.index(m)] for m in df.method])
     out = Path(out_prefix)
-    paths = [out.with_suffix(".csv"), out.with_suffix(".md"), out.with_suffix(".tex")]
+    paths = [out.with_suffix(".csv"), out.with_suffix(".md"), out.with_suffix(".tex"), out.with_suffix(".html")]
     atomic_write_text(paths[0], df.to_csv(index=False))
     atomic_write_text(paths[1], md)
     atomic_write_text(paths[2], tex)
+    write_markdown_page(md, paths[3], title)  # what `snakemake --report` shows (a CSV is a download)
     return paths
 
 

@@ -64,9 +64,10 @@ if TASK == "organism":
         input:
             expand(f"{DIAGNOSIS}.regime.json", seed=SEEDS),
         output:
-            csv=report(f"{RESULTS}/diagnostics/base_models.csv", caption="../report/base_models.rst",
-                       category="Diagnostics"),
+            csv=f"{RESULTS}/diagnostics/base_models.csv",
             md=f"{RESULTS}/diagnostics/base_models.md",
+            html=report(f"{RESULTS}/diagnostics/base_models.html", caption="../report/base_models.rst",
+                        category=REPORT_DIAGNOSTICS, labels=report_labels("Base models of the replicates")),
         params:
             prefix=lambda w, output: os.path.splitext(output.csv)[0],
         conda:

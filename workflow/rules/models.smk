@@ -2,7 +2,7 @@ if GGUF_MODELS:
 
     rule convert_gguf:
         """A real base model shipped as GGUF (models[].gguf), dequantized once into a local
-        Hugging Face folder (results/models/<name>) that every later rule loads offline."""
+        Hugging Face folder (results/<run_name>/models/<name>) that every later rule loads offline."""
         input:
             gguf_input,
         output:

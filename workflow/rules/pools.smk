@@ -1,14 +1,14 @@
 rule strategy_pools:
-    """Per training problem, candidate hints: the DVC stage `pools.stage` (cached, shareable)."""
+    """Per training problem, candidate hints: DVC stage `<pools.stage>@<run_name>` (cached, shareable)."""
     input:
         train=TRAIN,
-        deps=dvc_stage_deps(POOL_STAGE),
+        deps=dvc_stage_deps(POOL_DVC_STAGE),
     output:
         pools=POOLS,
         stats=f"{POOLS}.stats.json",
     params:
-        stage=POOL_STAGE,
-        definition=dvc_stage_definition(POOL_STAGE),
+        stage=POOL_DVC_STAGE,
+        definition=dvc_stage_definition(POOL_DVC_STAGE),
     resources:
         **rule_resources("strategy_pools"),
         dvc_lock=1,
@@ -20,7 +20,8 @@ rule strategy_pools:
         f"{SHARED}/benchmarks/strategy_pools.tsv"
     shell:
         # DVC re-runs the stage only if params.yaml or the problems changed; otherwise it
-        # restores the pools from its cache without calling the backend.
+        # restores the pools from its cache (dvc.lock's hashes, or its run-cache) without
+        # calling the backend.
         "dvc --wait-for-lock repro --single-item {params.stage} > {log} 2>&1"
 
 
@@ -51,16 +52,16 @@ rule rank_hints:
 
 
 rule oracle_solutions:
-    """Oracle solutions for POPE: the DVC stage `pope.oracle_stage` (cached, shareable)."""
+    """Oracle solutions for POPE: DVC stage `<pope.oracle_stage>@<run_name>` (cached, shareable)."""
     input:
         train=TRAIN,
-        deps=dvc_stage_deps(ORACLE_STAGE),
+        deps=dvc_stage_deps(ORACLE_DVC_STAGE),
     output:
         oracles=ORACLES,
         stats=f"{ORACLES}.stats.json",
     params:
-        stage=ORACLE_STAGE,
-        definition=dvc_stage_definition(ORACLE_STAGE),
+        stage=ORACLE_DVC_STAGE,
+        definition=dvc_stage_definition(ORACLE_DVC_STAGE),
     resources:
         **rule_resources("oracle_solutions"),
         dvc_lock=1,

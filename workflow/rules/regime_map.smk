@@ -119,10 +119,10 @@ if TASK == "organism" and RMAP:
             curves=expand(f"{RMAP_CELL}/curves/{{method}}/seed{{seed}}.jsonl", share=RMAP_SHARES,
                           method=RMAP["methods"], seed=RMAP["seeds"]),
         output:
-            csv=report(f"{RESULTS}/tables/regime_map.csv", caption="../report/regime_map.rst", category="Regime map"),
+            csv=report(f"{RESULTS}/tables/regime_map.csv", caption="../report/regime_map.rst", category=REPORT_REGIME_MAP),
             md=f"{RESULTS}/tables/regime_map.md",
             png=report(f"{RESULTS}/figures/regime_map.png", caption="../report/regime_map.rst",
-                       category="Regime map"),
+                       category=REPORT_REGIME_MAP),
             pdf=f"{RESULTS}/figures/regime_map.pdf",
             json=f"{RESULTS}/figures/regime_map.json",
         params:

@@ -4,13 +4,16 @@ rule table1:
         expand(f"{RESULTS}/eval/{{method}}/seed{{seed}}/summary.json", method=METHODS, seed=SEEDS, allow_missing=True),
         expand(f"{RESULTS}/eval/{{method}}/seed{{seed}}/summary.json", method=REFERENCE, seed=SEEDS, allow_missing=True),
     output:
-        csv=report(
-            f"{RESULTS}/tables/table1.csv",
-            caption="../report/table1.rst",
-            category="Main results",
-        ),
+        csv=f"{RESULTS}/tables/table1.csv",
         md=f"{RESULTS}/tables/table1.md",
         tex=f"{RESULTS}/tables/table1.tex",
+        # the report shows HTML inline (a CSV would only be a download link)
+        html=report(
+            f"{RESULTS}/tables/table1.html",
+            caption="../report/table1.rst",
+            category=REPORT_MAIN,
+            labels=report_labels("Table 1: pass@1 per benchmark"),
+        ),
     params:
         methods=METHODS,
         benchmarks=BENCHMARKS,
@@ -44,7 +47,8 @@ rule training_reward:
         png=report(
             f"{RESULTS}/figures/training_reward.png",
             caption="../report/training_reward.rst",
-            category="Diagnostics",
+            category=REPORT_DIAGNOSTICS,
+            labels=report_labels("Training reward"),
         ),
     params:
         runs=lambda w, input: [os.path.dirname(p) for p in input],
@@ -63,10 +67,12 @@ rule diagnostics_report:
     input:
         f"{DIAGNOSIS}.json",
     output:
-        report(
-            f"{DIAGNOSIS}.md",
+        md=f"{DIAGNOSIS}.md",
+        html=report(
+            f"{DIAGNOSIS}.html",
             caption="../report/diagnostics.rst",
-            category="Diagnostics",
+            category=REPORT_DIAGNOSTICS,
+            labels=report_labels(lambda w: f"Base-model diagnosis, replicate seed {w.seed}"),
         ),
     conda:
         "../envs/nudgerl.yaml"
@@ -75,7 +81,7 @@ rule diagnostics_report:
     benchmark:
         f"{RESULTS}/benchmarks/diagnostics_report/seed{{seed}}.tsv"
     shell:
-        "nudgerl diagnostics-md --input {input} --out {output} > {log} 2>&1"
+        "nudgerl diagnostics-md --input {input} --out {output.md} --html {output.html} > {log} 2>&1"
 
 
 rule replicate_table:
@@ -83,9 +89,10 @@ rule replicate_table:
     input:
         expand(f"{RESULTS}/eval/{{method}}/seed{{seed}}/summary.json", method=METHODS, seed=SEEDS, allow_missing=True),
     output:
-        csv=report(f"{RESULTS}/tables/table1_replicates.csv", caption="../report/table1_replicates.rst",
-                   category="Main results"),
+        csv=f"{RESULTS}/tables/table1_replicates.csv",
         md=f"{RESULTS}/tables/table1_replicates.md",
+        html=report(f"{RESULTS}/tables/table1_replicates.html", caption="../report/table1_replicates.rst",
+                    category=REPORT_MAIN, labels=report_labels("Table 1 per replicate")),
     params:
         methods=METHODS,
         benchmarks=BENCHMARKS,
@@ -111,8 +118,10 @@ rule claims:
         evals=claim_evals(),
         metrics=claim_metrics(),
     output:
-        csv=report(f"{RESULTS}/tables/claims.csv", caption="../report/claims.rst", category="Main results"),
+        csv=f"{RESULTS}/tables/claims.csv",
         md=f"{RESULTS}/tables/claims.md",
+        html=report(f"{RESULTS}/tables/claims.html", caption="../report/claims.rst", category=REPORT_MAIN,
+                    labels=report_labels("The paper's claims beside ours")),
     params:
         roles=json.dumps(CLAIM_ROLES, sort_keys=True),
         benchmarks=BENCHMARKS,
@@ -142,13 +151,15 @@ rule ablation_table:
             **w,
         ),
     output:
-        csv=report(
-            f"{RESULTS}/tables/ablation_{{ablation}}.csv",
-            caption="../report/ablation.rst",
-            category="Ablations",
-        ),
+        csv=f"{RESULTS}/tables/ablation_{{ablation}}.csv",
         md=f"{RESULTS}/tables/ablation_{{ablation}}.md",
         tex=f"{RESULTS}/tables/ablation_{{ablation}}.tex",
+        html=report(
+            f"{RESULTS}/tables/ablation_{{ablation}}.html",
+            caption="../report/ablation.rst",
+            category=REPORT_ABLATIONS,
+            labels=report_labels(lambda w: ABLATION_TITLES[w.ablation]),
+        ),
     params:
         methods=lambda w: [m for m, _ in ABLATIONS[w.ablation]],
         labels=lambda w: [label for _, label in ABLATIONS[w.ablation]],
