@@ -104,7 +104,7 @@ def load_golds(limit: int | None = None) -> dict[str, list[str]]:
 
 
 def grade_all(items: list[tuple[str, str]]) -> dict[str, list[float]]:
-    from nudgerl.grading import grade
+    from nudgerl.evaluation.grading import grade
 
     return {mode: [grade(c, g, mode=mode) for c, g in items] for mode in MODES}
 

@@ -1,4 +1,4 @@
-"""Per-item cost of :func:`nudgerl.grading.grade`, the call every rollout and every eval sample makes.
+"""Per-item cost of :func:`nudgerl.evaluation.grading.grade`, the call every rollout and every eval sample makes.
 
     python benchmarks/grading_cost.py [--repeats 3] [--out benchmarks/grading_cost.json]
 
@@ -58,7 +58,7 @@ def benchmark_items() -> list[tuple[str, str]]:
 def worker_cpu_seconds() -> float:
     """CPU seconds used so far by this process's grading processes (Linux /proc)."""
     try:
-        from nudgerl import grading
+        from nudgerl.evaluation.benchmarks import grading
     except ImportError:
         return 0.0
     pool = getattr(grading, "_POOL", None)
@@ -87,7 +87,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--out", default=str(REPO / "benchmarks" / "grading_cost.json"))
     args = ap.parse_args()
-    from nudgerl.grading import grade
+    from nudgerl.evaluation.grading import grade
 
     workloads = {"organism": organism_items(), "benchmarks": benchmark_items()}
     paths = {"in_process": {}}
@@ -104,10 +104,10 @@ def main() -> None:
         },
     }
     if "worker" in paths:
-        from nudgerl.grading import TIME_LIMIT_SECONDS
+        from nudgerl.evaluation.grading import TIME_LIMIT_SECONDS
 
         # Starting (or restarting, after a time-out kills one) a worker: paid once, not per item.
-        from nudgerl import grading
+        from nudgerl.evaluation.benchmarks import grading
 
         t0 = time.perf_counter()
         grading.shutdown_workers()

@@ -75,7 +75,7 @@ def nudgerl_step_overhead(model_dir: str, config: dict, work: Path, steps: int =
     """Seconds per training step, NudgeRL vs GRPO at the same N and batch (default config)."""
     import torch
 
-    from nudgerl.prompts import organism_apply_hint
+    from nudgerl.data.prompts import organism_apply_hint
     from nudgerl.training.grpo import GRPORunConfig
     from nudgerl.training.nudgerl import NudgeRLConfig, NudgeRLTrainer
     from trl import GRPOTrainer
@@ -138,7 +138,7 @@ def eval_throughput(model_dir: str, config: dict, n_problems: int = 32, rounds: 
     import torch
 
     from nudgerl.organism.task import prompt_text
-    from nudgerl.sampling import SamplingParams, chat_prompt, generate, load_policy
+    from nudgerl.evaluation.sampling import SamplingParams, chat_prompt, generate, load_policy
 
     torch.set_num_threads(1)
     model, tok = load_policy(model_dir)
@@ -190,8 +190,8 @@ if kind == "train":
     build_trainer(GRPOTrainer, model_dir, recs, GRPORunConfig(num_generations=8, prompts_per_step=1, max_steps=1),
                   __import__("pathlib").Path(sys.argv[3]))
 else:
-    from nudgerl.evaluation import evaluate_model
-    from nudgerl.sampling import load_policy
+    from nudgerl.evaluation.benchmarks import evaluate_model
+    from nudgerl.evaluation.sampling import load_policy
     t1 = time.perf_counter()
     load_policy(model_dir)
 t2 = time.perf_counter()

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from nudgerl.audit import audit
+from nudgerl.reporting.audit import audit
 from nudgerl.cli import main
 from nudgerl.io import write_jsonl, write_provenance
 
@@ -84,7 +84,7 @@ def test_deleted_record_is_missing(chain):
 
 
 def test_result_folders_per_run_and_model(tmp_path):
-    from nudgerl.audit import result_folders, run_of_results
+    from nudgerl.reporting.audit import result_folders, run_of_results
 
     for d in ("results/smoke/tables", "results/paper/qwen/figures", "results/paper/data", "results/empty"):
         (tmp_path / d).mkdir(parents=True)
@@ -94,8 +94,8 @@ def test_result_folders_per_run_and_model(tmp_path):
 
 
 def test_stage_origin_from_the_run_record(tmp_path):
-    from nudgerl.audit import stage_origin
-    from nudgerl.helper_stage import write_run_record
+    from nudgerl.reporting.audit import stage_origin
+    from nudgerl.offline.helper_llm import write_run_record
 
     out = tmp_path / "p.jsonl"
     out.write_text("{}\n")

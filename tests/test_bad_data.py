@@ -75,14 +75,14 @@ def _jsonl(path, rows):
     ],
 )
 def test_bad_pool_rows_are_named(tmp_path, rows, message):
-    from nudgerl.helper_outputs import read_pools
+    from nudgerl.offline.outputs import read_pools
 
     with pytest.raises(ValueError, match=message):
         read_pools(_jsonl(tmp_path / "pools.jsonl", rows))
 
 
 def test_oracle_rows_without_solution_are_named_and_strangers_counted(tmp_path):
-    from nudgerl.helper_outputs import read_oracles
+    from nudgerl.offline.outputs import read_oracles
 
     path = _jsonl(tmp_path / "oracles.jsonl", [{"id": "a", "solution": "s"}, {"id": "b", "solution": ""}])
     with pytest.raises(ValueError, match=r"oracles.jsonl:2: problem 'b' has no usable 'solution'"):

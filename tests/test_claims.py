@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from nudgerl.algorithms import bootstrap_mean_of_means, claim_verdict
-from nudgerl.claims import build_claims, evaluate_claims, render_markdown
+from nudgerl.reporting.claims import build_claims, evaluate_claims, render_markdown
 from nudgerl.io import write_jsonl
-from nudgerl.tables import render_replicates, replicate_rows
+from nudgerl.reporting.tables import render_replicates, replicate_rows
 
 BENCHES = ["aime24", "apex"]
 

@@ -5,7 +5,7 @@ import json
 import pandas as pd
 import pytest
 
-from nudgerl.compute import write_compute_csv
+from nudgerl.reporting.compute import write_compute_csv
 
 HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
 

@@ -117,7 +117,7 @@ def test_a_run_name_without_its_dvc_stages_names_the_params_key(default_config):
 
 
 def test_dvc_stage_outputs_must_be_what_the_rules_declare():
-    from nudgerl.dvc_stages import StageError, check_outputs, load_stage
+    from nudgerl.offline.dvc_stages import StageError, check_outputs, load_stage
 
     stage = load_stage("pools_organism@smoke", REPO)
     assert stage.deps == ("results/smoke/data/train.jsonl",) and "pools_organism" in stage.params

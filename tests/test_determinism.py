@@ -6,10 +6,10 @@ import json
 import pytest
 import torch
 
-from nudgerl.evaluation import evaluate_model
+from nudgerl.evaluation.benchmarks import evaluate_model
 from nudgerl.organism import task
 from nudgerl.organism.base_model import BaseModelConfig, train_base_model
-from nudgerl.sampling import SamplingParams, chat_prompt, generate, load_policy
+from nudgerl.evaluation.sampling import SamplingParams, chat_prompt, generate, load_policy
 from nudgerl.training.grpo import GRPORunConfig, train_grpo
 
 TINY = dict(examples=128, arithmetic_drills=1, drill_epochs=1.0, arithmetic_replay=0, max_steps=6, cycle_steps=4, anneal_steps=2,

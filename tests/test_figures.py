@@ -6,9 +6,9 @@ import json
 import numpy as np
 import pytest
 
-from nudgerl import figures
-from nudgerl.curves import checkpoint_models, curve_steps
-from nudgerl.strategies import distinct_strategies, pick_case_problem
+from nudgerl.reporting import figures
+from nudgerl.evaluation.curves import checkpoint_models, curve_steps
+from nudgerl.evaluation.strategies import distinct_strategies, pick_case_problem
 
 BENCH = ["aime24", "aime25"]
 

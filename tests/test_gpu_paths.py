@@ -10,8 +10,8 @@ import tomllib
 import pytest
 
 from conftest import REPO
-from nudgerl.prompts import BUILTIN_TEMPLATES
-from nudgerl.sampling import SamplingParams, VLLMPolicy, generate
+from nudgerl.data.prompts import BUILTIN_TEMPLATES
+from nudgerl.evaluation.sampling import SamplingParams, VLLMPolicy, generate
 from nudgerl.training.grpo import GRPORunConfig, batch_kwargs, trl_config
 
 GPU_ONLY = ("vllm", "deepspeed", "bitsandbytes")
@@ -20,7 +20,8 @@ GPU_ONLY = ("vllm", "deepspeed", "bitsandbytes")
 def test_cpu_code_paths_never_import_gpu_packages():
     code = (
         "import sys\n"
-        "import nudgerl.cli, nudgerl.evaluation, nudgerl.sampling, nudgerl.ranking, nudgerl.data\n"
+        "import nudgerl.cli, nudgerl.evaluation.benchmarks, nudgerl.evaluation.sampling, nudgerl.offline.ranking\n"
+        "import nudgerl.data.prepare\n"
         "import nudgerl.training.grpo, nudgerl.training.nudgerl, nudgerl.training.pope\n"
         "nudgerl.cli.build_parser()\n"
         f"print(sorted(m for m in sys.modules if m.split('.')[0] in {GPU_ONLY!r}))\n"
@@ -139,8 +140,8 @@ def test_nudgerl_with_the_authors_prompts(tiny_model_dir, tmp_path):
     """x1 carries the authors' hint block, x0 is their hint-free turn, the reward reads <SOLUTION>."""
     import torch
 
-    from nudgerl.cli import _problem_records
-    from nudgerl.rewards import correctness_reward
+    from nudgerl.training.cli import _problem_records
+    from nudgerl.training.rewards import correctness_reward
     from nudgerl.training.grpo import build_trainer
     from nudgerl.training.nudgerl import NudgeRLConfig, NudgeRLTrainer
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from nudgerl import grading
-from nudgerl.grading import GRADER_MODES, MODE_REGION, OUTCOMES, GradeStats, grade, judge
+from nudgerl.evaluation.benchmarks import grading
+from nudgerl.evaluation.grading import GRADER_MODES, MODE_REGION, OUTCOMES, GradeStats, grade, judge
 
 BENCHMARKS = Path("/work/shared/data/benchmarks")
 # No limit would end this: sympy is asked to compare 10^(10^(10^10)) with 5.
@@ -142,7 +142,7 @@ def test_organism_rewards_are_unchanged_by_the_region_default():
     """Organism traces have no <SOLUTION> tags: the default region grades them exactly as the
     whole completion (the grader before regions), for every strategy, right or wrong."""
     from nudgerl.organism import task
-    from nudgerl.rewards import correctness_reward
+    from nudgerl.training.rewards import correctness_reward
 
     problems = task.training_problems(0, 40, 0.5)
     texts, golds = [], []
@@ -216,11 +216,11 @@ def test_a_time_out_is_counted_off_the_main_thread():
 
 def test_isolated_grading_kills_and_replaces_a_stuck_process():
     grade("\\boxed{1}", "1", isolate=True)
-    before = {w.proc.pid for w in grading._pool()._idle}
+    before = {w.proc.pid for w in grading.worker_pool()._idle}
     stats = GradeStats()
     assert grade(TOWER, "5", stats, time_limit=LIMIT, isolate=True) == 0.0
     assert stats.as_dict()["timeout"] == 1
-    after = {w.proc.pid for w in grading._pool()._idle}
+    after = {w.proc.pid for w in grading.worker_pool()._idle}
     assert before and after and not (before & after)  # the stuck process is gone
     for pid in before:
         with pytest.raises(ProcessLookupError):
@@ -402,9 +402,9 @@ def test_hostile_completions_get_a_reward_in_bounded_time(where, mode, scratch_c
 
 
 def test_evaluation_summaries_count_outcomes_and_time_outs(tiny_model_dir, tmp_path, monkeypatch):
-    from nudgerl.evaluation import evaluate_model
+    from nudgerl.evaluation.benchmarks import evaluate_model
     from nudgerl.organism import task
-    from nudgerl.sampling import SamplingParams
+    from nudgerl.evaluation.sampling import SamplingParams
 
     benchmarks = {"bench": [p.to_record() for p in task.training_problems(0, 3, 0.5, prefix="eval")]}
     params = SamplingParams(n=4, max_new_tokens=24, seed=0)

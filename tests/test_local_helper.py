@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from nudgerl.helper_stage import HelperStageError
+from nudgerl.offline.helper_llm import HelperStageError
 from nudgerl.io import read_jsonl
-from nudgerl.oracles import OracleConfig, build_oracles
-from nudgerl.pools import HintParseError, PoolConfig, build_pools, pooled_hints
+from nudgerl.offline.oracles import OracleConfig, build_oracles
+from nudgerl.offline.pools import HintParseError, PoolConfig, build_pools, pooled_hints
 
 WORDS = ["the", "use", "rule", "chain", "sum", "count", "cases", "parity", "angle", "area", "x", "y",
          "1", "2", "3", ".", ",", ":", "-", "\n", "is", "of", "and", "a", "problem", "hint", "solve"]

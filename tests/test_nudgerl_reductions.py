@@ -14,9 +14,9 @@ import pytest
 import torch
 from trl import GRPOTrainer
 
-from nudgerl.evaluation import build_prompts
+from nudgerl.evaluation.benchmarks import build_prompts
 from nudgerl.organism import task
-from nudgerl.prompts import BUILTIN_TEMPLATES, organism_apply_hint
+from nudgerl.data.prompts import BUILTIN_TEMPLATES, organism_apply_hint
 from nudgerl.training.grpo import GRPORunConfig, build_trainer
 from nudgerl.training.nudgerl import NudgeRLConfig, NudgeRLTrainer
 
@@ -189,7 +189,7 @@ def test_x0_is_the_evaluation_prompt(tiny_model_dir, template):
     problems.append({"id": "braces", "problem": r"Find $\{x\}$ if $f(x)=\frac{x}{2}$.", "answer": "1"})
     t = BUILTIN_TEMPLATES[template]
     tok = AutoTokenizer.from_pretrained(tiny_model_dir) if template == "organism" else _byte_tokenizer()
-    x0 = [t.messages(p["problem"]) for p in problems]  # what the trainer keeps as x0 (cli._problem_records)
+    x0 = [t.messages(p["problem"]) for p in problems]  # what the trainer keeps as x0 (nudgerl.training.cli._problem_records)
     if t.hint_block is not None:  # x1 and back: the hint must leave no trace in x0
         assert all(t.apply_hint(m, "use the shoelace formula") != m for m in x0)
     ids, mask = _x0_ids_of(tok, x0)

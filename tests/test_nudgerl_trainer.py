@@ -6,7 +6,7 @@ import torch
 
 from nudgerl.algorithms import inter_intra_advantages
 from nudgerl.organism import task
-from nudgerl.prompts import organism_apply_hint
+from nudgerl.data.prompts import organism_apply_hint
 from nudgerl.training.grpo import GRPORunConfig, build_trainer
 from nudgerl.training.nudgerl import NudgeRLConfig, NudgeRLTrainer
 

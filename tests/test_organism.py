@@ -2,7 +2,7 @@
 
 import pytest
 
-from nudgerl.grading import grade
+from nudgerl.evaluation.grading import grade
 from nudgerl.organism import task
 from nudgerl.organism.tokenizer import build_tokenizer
 

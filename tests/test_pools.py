@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from nudgerl.io import read_jsonl
-from nudgerl.pools import HintParseError, PoolBuildError, PoolConfig, build_pools, parse_numbered_hints
+from nudgerl.offline.pools import HintParseError, PoolBuildError, PoolConfig, build_pools, parse_numbered_hints
 from openai_server import FakeOpenAI
 
 SECRET = "sk-test-SECRET-do-not-log-0123456789"
@@ -56,7 +56,7 @@ def test_openai_backend_builds_validated_pools(tmp_path, api_key):
 def test_shared_files_hold_no_timings_and_the_run_record_names_this_computation(tmp_path, api_key, monkeypatch):
     """pools + stats are what DVC shares: the same answers give the same bytes. The run's own
     facts (seconds, DVC stage, when) are in <out>.run.json, which matches only the file it wrote."""
-    from nudgerl.helper_stage import computed_here
+    from nudgerl.offline.helper_llm import computed_here
 
     monkeypatch.setenv("DVC_STAGE", "pools_test@run")
     outs = []

@@ -8,10 +8,10 @@ import torch
 import yaml
 
 from nudgerl.io import read_jsonl
-from nudgerl.oracles import HelperStageError, OracleConfig, build_oracles
+from nudgerl.offline.oracles import HelperStageError, OracleConfig, build_oracles
 from nudgerl.organism import task
 from nudgerl.organism.tokenizer import build_tokenizer
-from nudgerl.pope import guided_problems, guided_prompt, oracle_prefix
+from nudgerl.training.pope_prompts import guided_problems, guided_prompt, oracle_prefix
 from nudgerl.training.grpo import GRPORunConfig, build_trainer
 from nudgerl.training.pope import POPEConfig, pope_records
 from openai_server import FakeOpenAI

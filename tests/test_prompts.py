@@ -3,10 +3,10 @@ answer region the grader reads, and config-defined templates."""
 
 import pytest
 
-from nudgerl.grading import MODE_REGION, grade
-from nudgerl.oracles import OracleConfig
-from nudgerl.pools import PoolConfig
-from nudgerl.prompts import (
+from nudgerl.evaluation.grading import MODE_REGION, grade
+from nudgerl.offline.oracles import OracleConfig
+from nudgerl.offline.pools import PoolConfig
+from nudgerl.data.prompts import (
     AUTHORS_SYSTEM,
     BUILTIN_TEMPLATES,
     HELPER_PROMPTS,
@@ -106,7 +106,7 @@ def test_authors_pope_prompts_unguided_and_guided():
 
 
 def test_guided_prompt_uses_the_templates_guided_turn():
-    from nudgerl.pope import guided_prompt
+    from nudgerl.training.pope_prompts import guided_prompt
 
     class ChatStub:  # renders messages as text, as a chat template would
         def apply_chat_template(self, messages, tokenize, add_generation_prompt):

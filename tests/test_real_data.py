@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from nudgerl.data import DatasetSpec, load_rows, prepare
+from nudgerl.data.prepare import DatasetSpec, load_rows, prepare
 from nudgerl.io import read_problems
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "benchmarks"

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from nudgerl.regime import RegimeError, check, gate, replicate_table
+from nudgerl.evaluation.regime import RegimeError, check, gate, replicate_table
 
 BOUNDS = {"hinted_rare_pass@1_hard": {"min": 0.8}, "unhinted_pass@1_hard": {"max": 0.15},
           "rare_strategy_share_unhinted": {"min": 0.01, "max": 0.1}}

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from nudgerl.regime_map import _final_and_reach, mixture
+from nudgerl.reporting.regime_map import _final_and_reach, mixture
 
 
 def test_mixture_sets_the_rare_share_and_keeps_the_others_proportions():

@@ -15,7 +15,7 @@ import yaml
 
 from nudgerl.organism import task
 from nudgerl.organism.base_model import BaseModelConfig, train_base_model
-from nudgerl.training.grpo import _last_checkpoint, _read_metric_rows, _truncate_metrics
+from nudgerl.training.run_state import last_checkpoint, read_metric_rows, truncate_metrics
 
 REPO = Path(__file__).resolve().parents[1]
 TRAIN = {"prompts_per_step": 2, "max_steps": 6, "max_completion_length": 32, "checkpoint_every": 2,
@@ -59,7 +59,7 @@ def _kill_when(cmd, ready, log):
 
 
 def _metrics(path):
-    return [{k: r.get(k) for k in COMPARED} for r in _read_metric_rows(Path(path))]
+    return [{k: r.get(k) for k in COMPARED} for r in read_metric_rows(Path(path))]
 
 
 def _weights(model_dir):
@@ -101,14 +101,14 @@ def test_half_written_checkpoint_and_torn_metrics_line(tmp_path):
         (ckpts / f"checkpoint-{step}" / "model.safetensors").write_text("x")
     (ckpts / "checkpoint-2" / "trainer_state.json").write_text(json.dumps({"global_step": 2}))
     (ckpts / "checkpoint-4" / "trainer_state.json").write_text('{"global_st')  # killed mid-save
-    assert _last_checkpoint(ckpts, log=lambda s: None) == str(ckpts / "checkpoint-2")
+    assert last_checkpoint(ckpts, log=lambda s: None) == str(ckpts / "checkpoint-2")
     assert not (ckpts / "checkpoint-4").exists()
 
     metrics = ckpts / "metrics.jsonl"
     rows = [{"step": s, "cumulative_rollout_tokens": 10.0 * s} for s in (1, 2, 3)]
     metrics.write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"step": 4, "cumul')
-    assert _truncate_metrics(metrics, 2) == 20.0
-    assert [r["step"] for r in _read_metric_rows(metrics)] == [1, 2]
+    assert truncate_metrics(metrics, 2) == 20.0
+    assert [r["step"] for r in read_metric_rows(metrics)] == [1, 2]
 
 
 EVAL = {"samples_per_problem": 16, "ks": [1, 4], "max_new_tokens": 64, "batch_size": 64}
@@ -146,8 +146,8 @@ def test_killed_evaluation_does_not_sample_finished_benchmarks_again(inputs):
 
 def test_stale_partial_results_are_not_reused(inputs, tmp_path):
     """A partial result from other sampling parameters (or another model) is ignored."""
-    from nudgerl.evaluation import RESUME_DIR, evaluate_model
-    from nudgerl.sampling import SamplingParams
+    from nudgerl.evaluation.benchmarks import RESUME_DIR, evaluate_model
+    from nudgerl.evaluation.sampling import SamplingParams
 
     problems = [p.to_record() for p in task.evaluation_sets(0, {"b": (4, 0.5)})["b"]]
     logs = []

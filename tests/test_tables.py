@@ -5,7 +5,7 @@ import json
 import pandas as pd
 import pytest
 
-from nudgerl.tables import write_table
+from nudgerl.reporting.tables import write_table
 
 
 def _write(root, method, seed, bench, cs, n=4):

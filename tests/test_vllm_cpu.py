@@ -10,7 +10,7 @@ that GRPO gets a non-zero reward. On it:
 - a LoRA adapter trained by the project's GRPO command changes what evaluation samples, and
   `nudgerl evaluate` writes the same records and pass@k through vLLM as through transformers
   (greedy decoding);
-- nudgerl.sampling.VLLMPolicy serves that adapter with the greedy tokens of transformers;
+- nudgerl.evaluation.sampling.VLLMPolicy serves that adapter with the greedy tokens of transformers;
 - NudgeRL trains 2 steps with TRL's colocated vLLM, and the prompts vLLM generated from are
   the nudged ones (hint inserted, per rollout).
 """
@@ -124,9 +124,9 @@ def test_vllm_policy_serves_the_trained_adapter_with_transformers_greedy_tokens(
     import torch
     from vllm import SamplingParams as VLLMSamplingParams
 
-    from nudgerl.evaluation import build_prompts
+    from nudgerl.evaluation.benchmarks import build_prompts
     from nudgerl.io import read_problems
-    from nudgerl.sampling import SamplingParams, VLLMPolicy, generate, load_policy
+    from nudgerl.evaluation.sampling import SamplingParams, VLLMPolicy, generate, load_policy
 
     # The adapter names its base as the training job saw it (relative to the workflow root).
     monkeypatch.chdir(organism)

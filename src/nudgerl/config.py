@@ -65,7 +65,7 @@ def preflight(config: dict) -> list[str]:
             if not config.get(key):
                 problems.append(f"config key '{key}' is required when task is 'math'")
         problems += check_real_inputs(config)
-    from .prompts import resolve_template
+    from nudgerl.data.prompts import resolve_template
 
     for use in ("train", "pope", "nudgerl", "eval"):
         try:
@@ -105,7 +105,7 @@ def preflight(config: dict) -> list[str]:
             problems.append(f"config keys 'nudgerl.M' x 'nudgerl.K' = {M * K}: a group needs at least 2 rollouts")
     problems += _preflight_figures(config)
     problems += check_replicates(config)
-    from .organism import task
+    from nudgerl.organism import task
 
     specs = {k: (v["size"], v["hard_fraction"]) for k, v in config["organism"]["benchmarks"].items()}
     try:
@@ -125,7 +125,7 @@ def check_replicates(config: dict) -> list[str]:
             problems.append(f"config key '{key}': {sorted(set(sub) - seeds)} not in 'seeds' {sorted(seeds)}; "
                             "these runs are paired with the Table 1 replicates")
     if config.get("task", "organism") == "organism" and "regime" in config:
-        from .regime import FIGURES
+        from nudgerl.evaluation.regime import FIGURES
 
         for figure, bound in (config["regime"].get("bounds") or {}).items():
             if figure in FIGURES and bound.get("min") is not None and bound.get("max") is not None \
@@ -193,7 +193,7 @@ def check_dvc_stages(config: dict, root: str | Path = ".") -> list[str]:
     """The DVC stages named by ``pools.stage`` and ``pope.oracle_stage`` exist in dvc.yaml with
     a params.yaml section and one expanded stage for this configuration's ``run_name``
     (``<stage>@<run_name>``), and pools hold at least M hints (else rollouts go hint-free)."""
-    from .dvc_stages import RUNS_KEY, StageError, load_stage, stage_groups, stage_name
+    from nudgerl.offline.dvc_stages import RUNS_KEY, StageError, load_stage, stage_groups, stage_name
 
     root = Path(root)
     if not (root / "dvc.yaml").exists():

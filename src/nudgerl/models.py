@@ -15,7 +15,7 @@ import os
 import shutil
 from pathlib import Path
 
-from .io import atomic_write_text, sha256_file, write_provenance
+from nudgerl.io import atomic_write_text, sha256_file, write_provenance
 
 DTYPES = ("float32", "bfloat16", "float16")
 

@@ -2,7 +2,7 @@ import json
 import os
 import shlex
 
-from nudgerl.dvc_stages import check_outputs, load_stage, stage_name
+from nudgerl.offline.dvc_stages import check_outputs, load_stage, stage_name
 
 # ---- where a configuration's files live ----------------------------------------------
 # Everything a configuration makes lives under results/<run_name>/ (SHARED): data, pools,
@@ -131,7 +131,7 @@ EVALUATED = list(dict.fromkeys([*METHODS, *TRAINED, *(m for _, m in EPS_SWEEP)])
 # Which seeds each evaluated run has: the Table 1 methods every replicate, the rest ABLATION_SEEDS.
 RUN_SEEDS = {m: (SEEDS if m in METHODS else ABLATION_SEEDS) for m in EVALUATED}
 
-# The paper's claims (nudgerl.claims) in terms of this DAG's method ids.
+# The paper's claims (nudgerl.reporting.claims) in terms of this DAG's method ids.
 _N_NUDGE = _NUDGE.get("M", 2) * _NUDGE.get("K", 4)
 CLAIM_ROLES = {
     "nudgerl": NUDGE_MAIN,
@@ -149,7 +149,7 @@ CLAIM_ROLES = {
 
 def claim_runs():
     """(method, seeds) of every run a claim compares, among the runs this DAG makes."""
-    from nudgerl.claims import build_claims
+    from nudgerl.reporting.claims import build_claims
 
     runs = {}
     for c in build_claims(CLAIM_ROLES):
@@ -172,7 +172,7 @@ def claim_metrics():
 # The regime map (regime_map.smk): config key `regime_map`, organism only.
 RMAP = config.get("regime_map") if TASK == "organism" else None
 if RMAP:
-    from nudgerl.regime_map import mixture, share_tag
+    from nudgerl.reporting.regime_map import mixture, share_tag
 
     RMAP_DIR = f"{RESULTS}/regime_map"
     RMAP_CELL = f"{RMAP_DIR}/share{{share}}"
@@ -317,7 +317,7 @@ def local_data_arg():
 def prompt_template(use):
     """The prompt template for `use` (train | pope | nudgerl | eval) as JSON for a rule's params;
     empty for the organism's built-in prompts (its trainers take no --prompt)."""
-    from nudgerl.prompts import resolve_template
+    from nudgerl.data.prompts import resolve_template
 
     t = resolve_template(config.get("prompts"), use)
     return "" if t.style == "organism" else json.dumps(t.to_dict(), sort_keys=True)
@@ -326,7 +326,7 @@ def prompt_template(use):
 def prompt_arg(use):
     """How a rule's command asks and reads: --prompt (the template) and, when grading.mode is
     not the default, --grader-mode. One parameter, so the default keeps the value it had."""
-    from nudgerl.grading import DEFAULT_MODE
+    from nudgerl.evaluation.grading import DEFAULT_MODE
 
     t = prompt_template(use)
     mode = config.get("grading", {}).get("mode", DEFAULT_MODE)

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import task
+from nudgerl.organism import task
 
 
 @dataclass
@@ -357,7 +357,7 @@ def train_base_model(cfg: BaseModelConfig, out_dir: str | Path, log=print) -> di
     """Train and save an HF model directory (model, tokenizer, generation config)."""
     import torch
 
-    from .tokenizer import build_tokenizer
+    from nudgerl.organism.tokenizer import build_tokenizer
 
     torch.manual_seed(cfg.seed)
     gen = torch.Generator().manual_seed(cfg.seed)

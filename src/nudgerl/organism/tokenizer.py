@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .task import MAX_NUMBER, STRATEGIES
+from nudgerl.organism.task import MAX_NUMBER, STRATEGIES
 
 PAD, BOS, EOS, UNK = "<pad>", "<|im_start|>", "<|im_end|>", "<unk>"
 

@@ -1,6 +1,6 @@
 """GRPO baseline: TRL's ``GRPOTrainer`` with the project's grader as reward.
 
-Framework glue only: the trainer is TRL's, the reward is :func:`nudgerl.grading.grade`,
+Framework glue only: the trainer is TRL's, the reward is :func:`nudgerl.evaluation.grading.grade`,
 and a callback writes per-step metrics (reward, zero-variance groups, lengths, rollout
 tokens, step time) to ``metrics.jsonl``. Every N uses the same number of *prompts* per
 step, so rollout cost grows with N as in the paper.
@@ -8,15 +8,16 @@ step, so rollout cost grows with N as in the paper.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..grading import DEFAULT_MODE
-from ..io import atomic_write_text
+from nudgerl.evaluation.grading import DEFAULT_MODE
+from nudgerl.io import atomic_write_text
+from nudgerl.training.run_state import (check_continuous, last_checkpoint, metrics_callback,
+                                        truncate_metrics)
 
 
 @dataclass
@@ -66,7 +67,7 @@ class GRPORunConfig:
     vllm_importance_sampling_clip_min: float | None = None
     # Experiment tracking the TRL way: "none", "tensorboard", "wandb" or a list of them.
     report_to: str | list[str] = "none"
-    grader_mode: str = DEFAULT_MODE  # nudgerl.grading.GRADER_MODES: how the reward reads completions
+    grader_mode: str = DEFAULT_MODE  # nudgerl.evaluation.grading.GRADER_MODES: how the reward reads completions
     stop: list[str] = field(default_factory=list)  # generation stop strings (vLLM), from the prompt template
     extra: dict = field(default_factory=dict)  # passed through to trl.GRPOConfig
 
@@ -168,7 +169,7 @@ def tracking_environment(cfg: GRPORunConfig, run_dir: Path):
     """Trackers write inside the run folder: TensorBoard event files in ``<run>/tensorboard``,
     W&B's run folder (``WANDB_MODE=offline`` keeps it there) in ``<run>/wandb``. transformers'
     callbacks take these places from the environment only; the previous values come back after."""
-    from ..config import check_trackers
+    from nudgerl.config import check_trackers
 
     wanted = trackers(cfg)
     missing = check_trackers({"grpo": {"report_to": wanted}})
@@ -205,114 +206,10 @@ def _has_gpu() -> bool:
     return torch.cuda.is_available()
 
 
-def _metrics_callback(path: Path, cfg: GRPORunConfig, resume_tokens: float):
-    from transformers import TrainerCallback
-
-    class MetricsToJsonl(TrainerCallback):
-        """Appends one JSON line per optimizer step; cumulative rollout tokens included."""
-
-        def __init__(self):
-            self.rollout_tokens = resume_tokens
-            self.t_last = time.perf_counter()
-
-        def on_log(self, args, state, control, logs=None, **kwargs):
-            if not logs or "reward" not in logs:
-                return
-            # TRL logs rollout metrics (reward, lengths) only on the optimizer step that follows a
-            # generation, so one row = one whole generation batch of prompts_per_step x N rollouts
-            n_rollouts = cfg.prompts_per_step * cfg.num_generations
-            mean_len = float(logs.get("completions/mean_length", 0.0))
-            self.rollout_tokens += mean_len * n_rollouts
-            now = time.perf_counter()
-            row = {
-                "step": state.global_step,
-                "reward_mean": logs.get("reward"),
-                "reward_std": logs.get("reward_std"),
-                "frac_zero_variance_groups": logs.get("frac_reward_zero_std"),
-                "completion_length_mean": mean_len,
-                "rollouts": n_rollouts,
-                "rollout_tokens": mean_len * n_rollouts,
-                "cumulative_rollout_tokens": self.rollout_tokens,
-                "step_time": logs.get("step_time", now - self.t_last),
-                "wall_step_time": now - self.t_last,
-                "loss": logs.get("loss"),
-                "learning_rate": logs.get("learning_rate"),
-                # TRL's num_input_tokens_seen: prompt + completion tokens trained on so far
-                "num_tokens": logs.get("num_tokens"),
-            }
-            row.update({k: v for k, v in logs.items() if k.startswith("nudge/")})
-            self.t_last = now
-            with open(path, "a") as f:
-                f.write(json.dumps(row) + "\n")
-
-    return MetricsToJsonl()
-
-
-def _checkpoint_complete(path: Path) -> bool:
-    """A checkpoint is complete when ``trainer_state.json`` (the last file transformers
-    writes into it) exists and parses: a job killed mid-save leaves a folder without it."""
-    try:
-        state = json.loads((path / "trainer_state.json").read_text())
-    except (OSError, ValueError):
-        return False
-    return state.get("global_step") == int(path.name.rsplit("-", 1)[1])
-
-
-def _last_checkpoint(output_dir: Path, log=print) -> str | None:
-    """The newest *complete* checkpoint; newer half-written ones (killed mid-save) are removed."""
-    import shutil
-
-    if not output_dir.is_dir():
-        return None
-    found = sorted((p for p in output_dir.glob("checkpoint-*") if p.is_dir() and p.name.rsplit("-", 1)[1].isdigit()),
-                   key=lambda p: int(p.name.rsplit("-", 1)[1]), reverse=True)
-    for path in found:
-        if _checkpoint_complete(path):
-            return str(path)
-        log(f"removing incomplete checkpoint {path} (the job was killed while saving it)")
-        shutil.rmtree(path)
-    return None
-
-
-def _read_metric_rows(path: Path) -> list[dict]:
-    """Rows of the live metrics file; a torn last line (killed mid-append) is dropped."""
-    rows = []
-    lines = path.read_text().splitlines()
-    for i, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            if i == len(lines) - 1:
-                break
-            raise ValueError(f"{path}:{i + 1}: not valid JSON") from None
-    return rows
-
-
-def _truncate_metrics(path: Path, step: int) -> float:
-    """Keep metric rows up to ``step``: steps after the checkpoint are trained again on
-    resume and must not appear twice. Returns the cumulative rollout tokens at ``step``."""
-    if not path.exists():
-        return 0.0
-    kept = [r for r in _read_metric_rows(path) if r["step"] <= step]
-    atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in kept))
-    return kept[-1]["cumulative_rollout_tokens"] if kept else 0.0
-
-
 def generation_interval(cfg: GRPORunConfig) -> int:
     """Optimizer steps per generation batch: rollout metrics are logged on those steps only."""
     steps = cfg.optimizer_steps_per_generation if cfg.per_device_train_batch_size is not None else 1
     return steps * cfg.num_iterations
-
-
-def _check_continuous(path: Path, max_steps: int, every: int = 1) -> None:
-    """The final metrics must hold each generation step (1, 1 + every, ... <= max_steps) once:
-    a resume left no gap or repeat."""
-    steps = [r["step"] for r in _read_metric_rows(path)]
-    expected = list(range(1, max_steps + 1, every))
-    if steps != expected:
-        raise RuntimeError(f"{path}: metric steps are not {expected[:3]}...{expected[-1:]} once each: {steps}")
 
 
 def build_trainer(trainer_cls, model_dir: str, train_records: list[dict], cfg, run_dir: Path, callbacks=(),
@@ -322,7 +219,7 @@ def build_trainer(trainer_cls, model_dir: str, train_records: list[dict], cfg, r
     import datasets
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from ..rewards import correctness_reward_for
+    from nudgerl.training.rewards import correctness_reward_for
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir, revision=revision)
     tokenizer.padding_side = "left"
@@ -364,19 +261,19 @@ def run_training(trainer_cls, model_dir, train_records, cfg, run_dir: Path, revi
     # metrics.jsonl is copied into place only when training finished.
     metrics_path = run_dir / "checkpoints" / "metrics.jsonl"
     metrics_path.parent.mkdir(parents=True, exist_ok=True)
-    resume = _last_checkpoint(run_dir / "checkpoints")
+    resume = last_checkpoint(run_dir / "checkpoints")
     resume_step = int(resume.rsplit("-", 1)[1]) if resume else 0
     if resume:
         # Optimizer, scheduler, data order and RNG states come back from the checkpoint.
         print(f"resuming from checkpoint {resume} at global step {resume_step}", flush=True)
-    tokens = _truncate_metrics(metrics_path, resume_step)
-    callback = _metrics_callback(metrics_path, cfg, tokens)
+    tokens = truncate_metrics(metrics_path, resume_step)
+    callback = metrics_callback(metrics_path, cfg, tokens)
     with tracking_environment(cfg, run_dir):
         trainer = build_trainer(trainer_cls, model_dir, train_records, cfg, run_dir, callbacks=[callback],
                                 revision=revision, **extra)
         t0 = time.perf_counter()
         trainer.train(resume_from_checkpoint=resume)
-    _check_continuous(metrics_path, trainer.state.global_step, generation_interval(cfg))
+    check_continuous(metrics_path, trainer.state.global_step, generation_interval(cfg))
     # The model folder is written under a temporary name and renamed into place, so a kill
     # during the save never leaves a half-written model/ behind.
     import shutil

@@ -20,7 +20,7 @@ from typing import Callable
 import numpy as np
 from trl import GRPOTrainer
 
-from ..algorithms import distillation_loss, inter_intra_advantages, intra_inter_terms, nudge_contexts
+from nudgerl.algorithms import distillation_loss, inter_intra_advantages, intra_inter_terms, nudge_contexts
 
 
 @dataclass
@@ -225,8 +225,8 @@ def train_nudgerl(model_dir: str, train_records: list[dict], cfg, nudge: NudgeRL
     ``template`` (a PromptTemplate) inserts the hints; without one, the organism's hint line."""
     from dataclasses import asdict
 
-    from ..prompts import HINT_STYLES
-    from .grpo import run_training
+    from nudgerl.data.prompts import HINT_STYLES
+    from nudgerl.training.grpo import run_training
 
     apply_hint = template.apply_hint if template is not None else HINT_STYLES[hint_style]
     report = run_training(NudgeRLTrainer, model_dir, train_records, cfg, run_dir, revision=revision,

@@ -25,7 +25,7 @@ class POPEConfig:
 def pope_records(tokenizer, train: list[dict], oracles: dict[str, str], cfg: POPEConfig, template=None) -> list[dict]:
     """Training rows with plain-text (already chat-formatted) prompts, guided or not.
     ``template`` (a PromptTemplate) gives the system prompt and user turn; None: the bare problem."""
-    from ..pope import guided_problems, guided_prompt, oracle_prefix
+    from nudgerl.training.pope_prompts import guided_problems, guided_prompt, oracle_prefix
 
     guided = guided_problems([r["id"] for r in train], cfg.guided_fraction, cfg.seed)
     rows = []
@@ -51,7 +51,7 @@ def train_pope(model_dir: str, train: list[dict], oracles: dict[str, str], cfg, 
     from transformers import AutoTokenizer
     from trl import GRPOTrainer
 
-    from .grpo import run_training
+    from nudgerl.training.grpo import run_training
 
     records = pope_records(AutoTokenizer.from_pretrained(model_dir, revision=revision), train, oracles, pope, template)
     report = run_training(GRPOTrainer, model_dir, records, cfg, Path(run_dir), revision=revision)

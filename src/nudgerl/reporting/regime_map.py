@@ -3,7 +3,7 @@
 Base models are built at a grid of unhinted always-right shares set in the SFT mixture
 (:func:`mixture`); each base model's *measured* share (its diagnosis) is what the figure's x
 axis shows. Every method is trained on every base model and its checkpoints are evaluated
-hint-free on the hard benchmark problems (:mod:`nudgerl.curves`). Per run: the final
+hint-free on the hard benchmark problems (:mod:`nudgerl.evaluation.curves`). Per run: the final
 hard pass@1, and the rollout tokens it needed to first reach a fixed hard pass@1 (None if
 it never did). Per cell (share x method): means with 95 % intervals over problems and
 replicates, and NudgeRL's paired differences from each GRPO run on the same base models.
@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .algorithms import bootstrap_mean_of_means, claim_verdict
-from .io import read_jsonl
+from nudgerl.algorithms import bootstrap_mean_of_means, claim_verdict
+from nudgerl.io import read_jsonl
 
 
 def mixture(weights: dict[str, float], rare: str, share: float) -> dict[str, float]:
@@ -101,7 +101,7 @@ def _pct(x):
 
 
 def render_markdown(runs: pd.DataFrame, cells: pd.DataFrame, reached: float, samples: int, every: int) -> str:
-    from .tables import method_label
+    from nudgerl.reporting.tables import method_label
 
     seeds = sorted(runs.seed.unique())
     replicates = f"{len(seeds)} replicate{'s' if len(seeds) > 1 else ''}"
@@ -147,7 +147,7 @@ def render_markdown(runs: pd.DataFrame, cells: pd.DataFrame, reached: float, sam
 def figure(runs: pd.DataFrame, cells: pd.DataFrame, reached: float, samples: int):
     """Left: final hard pass@1 against the measured share (every base model a point, cell
     means with intervals). Right: rollout tokens to first reach ``reached``."""
-    from .figures import TWO_COLUMN, _setup, method_style
+    from nudgerl.reporting.figures import TWO_COLUMN, _setup, method_style
 
     plt = _setup()
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=TWO_COLUMN, constrained_layout=True)

@@ -15,7 +15,7 @@ import json
 import re
 from pathlib import Path
 
-from .io import read_jsonl
+from nudgerl.io import read_jsonl
 
 COLUMNS = ["rule", "method", "seed", "wall_s", "cpu_s", "max_rss_mb", "rollout_tokens", "trained_tokens",
            "steps", "gpus", "gpu_hours", "benchmark_file"]
@@ -90,7 +90,7 @@ def compute_table(results: Path) -> list[dict]:
 def write_compute_csv(results: Path, out: Path) -> list[dict]:
     import pandas as pd
 
-    from .io import atomic_write_text
+    from nudgerl.io import atomic_write_text
 
     rows = compute_table(results)
     if not rows:

@@ -7,7 +7,7 @@ temperature 0.4, max 16384 tokens, their SOLUTION-format system prompt and ``Pro
 ``filter_attempts`` times, until one is right.
 Backend ``organism``: the generator's reference trace with the always-right strategy.
 Backend ``transformers``: a local model folder (``model``) writes the solutions, no network
-(:mod:`nudgerl.local_helper`); with ``filter_correct`` the first of ``samples`` x
+(:mod:`nudgerl.offline.local_llm`); with ``filter_correct`` the first of ``samples`` x
 ``filter_attempts`` samples that grades right is kept.
 """
 
@@ -17,10 +17,10 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .grading import grade
-from .helper_stage import CountingOpenAI, HelperStageError, config_from_dict, error_text, run_per_problem
-from .local_helper import LocalHelperBackend
-from .prompts import helper_prompt
+from nudgerl.evaluation.grading import grade
+from nudgerl.offline.helper_llm import CountingOpenAI, HelperStageError, config_from_dict, error_text, run_per_problem
+from nudgerl.offline.local_llm import LocalHelperBackend
+from nudgerl.data.prompts import helper_prompt
 
 
 class OracleError(ValueError):
@@ -33,7 +33,7 @@ class OracleConfig:
     base_url: str | None = None
     model: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
-    prompt: str = "standard_oracle"  # openai and transformers backends (nudgerl.prompts.HELPER_PROMPTS)
+    prompt: str = "standard_oracle"  # openai and transformers backends (nudgerl.data.prompts.HELPER_PROMPTS)
     temperature: float = 0.4
     max_tokens: int = 16384
     concurrency: int = 4
@@ -61,7 +61,7 @@ class OracleConfig:
 
 class OrganismOracleBackend:
     def propose(self, record: dict) -> tuple[dict, dict]:
-        from .organism import task
+        from nudgerl.organism import task
 
         if "terms" not in record:
             raise OracleError(f"problem {record['id']!r} has no 'terms': not an organism problem")

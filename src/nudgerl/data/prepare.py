@@ -17,7 +17,7 @@ import random
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .io import atomic_write_text, sha256_file, write_jsonl, write_provenance
+from nudgerl.io import atomic_write_text, sha256_file, write_jsonl, write_provenance
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .grading import DEFAULT_MODE, MODE_REGION, check_mode, grade
+from nudgerl.evaluation.grading import DEFAULT_MODE, MODE_REGION, check_mode, grade
 
 
 def completion_text(completion) -> str:
@@ -13,7 +13,7 @@ def completion_text(completion) -> str:
 
 
 def correctness_reward_for(mode: str = DEFAULT_MODE):
-    """The TRL reward function of a grader mode (:data:`nudgerl.grading.GRADER_MODES`)."""
+    """The TRL reward function of a grader mode (:data:`nudgerl.evaluation.grading.GRADER_MODES`)."""
     check_mode(mode)
 
     def correctness_reward(prompts, completions, answer, **kwargs) -> list[float]:

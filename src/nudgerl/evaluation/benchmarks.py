@@ -10,17 +10,17 @@ import json
 import time
 from pathlib import Path
 
-from .algorithms import mean_pass_at_k
-from .grading import DEFAULT_MODE, GradeStats, grade
-from .io import atomic_write_text, write_jsonl
-from .sampling import SamplingParams, chat_prompt, generate
+from nudgerl.algorithms import mean_pass_at_k
+from nudgerl.evaluation.grading import DEFAULT_MODE, GradeStats, grade
+from nudgerl.io import atomic_write_text, write_jsonl
+from nudgerl.evaluation.sampling import SamplingParams, chat_prompt, generate
 
 
 def build_prompts(tokenizer, problems: list[dict], template=None, hint: str | None = None) -> list[str]:
-    """Chat-formatted prompts. ``template`` (a :class:`nudgerl.prompts.PromptTemplate`) gives
+    """Chat-formatted prompts. ``template`` (a :class:`nudgerl.data.prompts.PromptTemplate`) gives
     the messages; without one, the organism's prompt with ``hint`` as a full hint line."""
     if template is None:
-        from .organism.task import prompt_text
+        from nudgerl.organism.task import prompt_text
 
         return [chat_prompt(tokenizer, prompt_text(p["problem"], hint)) for p in problems]
     return [tokenizer.apply_chat_template(template.messages(p["problem"], hint), tokenize=False,
@@ -31,7 +31,7 @@ def evaluate_benchmark(model, tokenizer, problems: list[dict], params: SamplingP
                        parse_strategy=None, hint: str | None = None, progress: bool = False, template=None,
                        grader_mode: str = DEFAULT_MODE):
     """Sample and grade; returns (sample rows, problem rows, summary)."""
-    from .prompts import grading_region
+    from nudgerl.data.prompts import grading_region
 
     t0 = time.perf_counter()
     prompts = build_prompts(tokenizer, problems, template, hint)
@@ -109,7 +109,7 @@ def evaluate_model(model_dir: str, benchmarks: dict[str, list[dict]], params: Sa
     ``<out_dir>/.resume/<bench>.json`` before the next starts, and a rerun after a kill reuses
     it instead of sampling again. A resume unit is a whole benchmark because each benchmark
     is sampled from one seeded stream: the resumed results equal an unbroken run's."""
-    from .sampling import load_policy
+    from nudgerl.evaluation.sampling import load_policy
 
     model, tokenizer = None, None
     out_dir = Path(out_dir)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .grading import DEFAULT_MODE
-from .io import read_jsonl, write_jsonl
+from nudgerl.evaluation.grading import DEFAULT_MODE
+from nudgerl.io import read_jsonl, write_jsonl
 
 
 def curve_steps(final_step: int, every: int) -> list[int]:
@@ -56,9 +56,9 @@ def evaluate_checkpoints(run_dir: Path, base_model: str, benchmarks: dict[str, l
                          sampling, out: Path, parse_strategy=None, template=None, revision: str | None = None,
                          backend: str = "transformers", grader_mode: str = DEFAULT_MODE) -> list[dict]:
     """One row per (step, benchmark): per-problem c/n and pass@1. Written as JSONL to ``out``.
-    ``template``/``revision``/``backend``/``grader_mode`` as in :func:`nudgerl.evaluation.evaluate_model`."""
-    from .evaluation import evaluate_benchmark
-    from .sampling import load_policy
+    ``template``/``revision``/``backend``/``grader_mode`` as in :func:`nudgerl.evaluation.benchmarks.evaluate_model`."""
+    from nudgerl.evaluation.benchmarks import evaluate_benchmark
+    from nudgerl.evaluation.sampling import load_policy
 
     rows = []
     for step, model_dir, tokens in checkpoint_models(run_dir, base_model, every):

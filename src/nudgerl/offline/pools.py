@@ -4,12 +4,12 @@ Three backends:
 - ``openai``: any OpenAI-compatible endpoint proposes ``n`` numbered keyword hints
   (the paper used gpt-4o-mini, n=5, temperature 0.7, 500 tokens). The key comes from the
   environment variable named in the config and never reaches logs or outputs. ``prompt``
-  names the request (:data:`nudgerl.prompts.HELPER_PROMPTS`: ``authors_hints`` is the
+  names the request (:data:`nudgerl.data.prompts.HELPER_PROMPTS`: ``authors_hints`` is the
   authors' text, ``standard_hints`` ours).
 - ``organism``: a noisy helper for the model organism that proposes strategies from the
   task's catalogue without knowing which is right (the always-right one only sometimes).
 - ``transformers``: a local causal LM (``model``: a folder) as the helper, no network
-  (:mod:`nudgerl.local_helper`). A small model rarely writes a clean list of exactly ``n``
+  (:mod:`nudgerl.offline.local_llm`). A small model rarely writes a clean list of exactly ``n``
   hints, so its answer is started with ``1.`` and the numbered items of ``samples`` answers
   are pooled: each item's first clause, at most ``max_hint_words`` words, distinct.
 
@@ -27,9 +27,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .helper_stage import CountingOpenAI, HelperStageError, config_from_dict, error_text, run_per_problem
-from .local_helper import LocalHelperBackend
-from .prompts import helper_prompt
+from nudgerl.offline.helper_llm import CountingOpenAI, HelperStageError, config_from_dict, error_text, run_per_problem
+from nudgerl.offline.local_llm import LocalHelperBackend
+from nudgerl.data.prompts import helper_prompt
 
 _NUMBERED = re.compile(r"^\s*(?:[-*]\s*)?\(?(\d+)[.):]\s*(.*)$")
 _MARKDOWN = re.compile(r"(\*\*|__|`|^#+\s*|\*|_(?=\S)|(?<=\S)_)")
@@ -47,7 +47,7 @@ class PoolConfig:
     backend: str = "organism"  # "openai" | "organism" | "transformers"
     n: int = 3  # hints per problem
     seed: int = 0
-    prompt: str = "standard_hints"  # openai and transformers backends (nudgerl.prompts.HELPER_PROMPTS)
+    prompt: str = "standard_hints"  # openai and transformers backends (nudgerl.data.prompts.HELPER_PROMPTS)
     # openai backend
     base_url: str | None = None
     model: str | None = None
@@ -107,7 +107,7 @@ class OrganismHintBackend:
     """A noisy helper for the organism: strategy names from the catalogue, unverified."""
 
     def __init__(self, cfg: PoolConfig):
-        from .organism import task
+        from nudgerl.organism import task
 
         self.task = task
         self.cfg = cfg

@@ -3,7 +3,7 @@
 The paper's helpers are API models (gpt-4o-mini for hints, deepseek-reasoner for oracle
 solutions). Where no endpoint is reachable, ``backend: transformers`` in a params.yaml
 section runs a local causal LM instead (``model``: a local folder, e.g. the SmolLM2 folder
-converted from its GGUF). Generation goes through :mod:`nudgerl.sampling` (the same batched
+converted from its GGUF). Generation goes through :mod:`nudgerl.evaluation.sampling` (the same batched
 sampler evaluation uses). A stage's problems are sampled in one batch up front
 (:meth:`LocalChatModel.prefetch`); each problem then reads its samples, and only a problem
 whose samples were unusable samples again on its own.
@@ -24,7 +24,7 @@ class LocalHelperBackend:
         self.llm = LocalChatModel(cfg.model, threads=cfg.threads)
 
     def _params(self, attempt: int):
-        from .sampling import SamplingParams
+        from nudgerl.evaluation.sampling import SamplingParams
 
         c = self.cfg
         return SamplingParams(n=c.samples, temperature=c.temperature, top_p=c.top_p, max_new_tokens=c.max_tokens,
@@ -44,7 +44,7 @@ class LocalChatModel:
             raise FileNotFoundError(f"helper model folder {path} does not exist (params.yaml 'model')")
         import torch
 
-        from .sampling import load_policy
+        from nudgerl.evaluation.sampling import load_policy
 
         torch.set_num_threads(threads)
         self.path = path
@@ -56,7 +56,7 @@ class LocalChatModel:
         return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) + assistant_prefix
 
     def sample(self, prompts: list[str], params) -> list[list[tuple[str, int]]]:
-        from .sampling import generate
+        from nudgerl.evaluation.sampling import generate
 
         return generate(self.model, self.tokenizer, prompts, params)
 

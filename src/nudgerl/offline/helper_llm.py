@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Callable
 
-from .io import atomic_write_text, sha256_file
+from nudgerl.io import atomic_write_text, sha256_file
 
 
 class HelperStageError(RuntimeError):

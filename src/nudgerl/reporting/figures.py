@@ -15,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .algorithms import bootstrap_mean_of_means
-from .io import atomic_write_text, read_jsonl
-from .tables import method_label, per_problem_matrix
+from nudgerl.algorithms import bootstrap_mean_of_means
+from nudgerl.io import atomic_write_text, read_jsonl
+from nudgerl.reporting.tables import method_label, per_problem_matrix
 
 # Paper-size figures: one column is ~3.3 in, two columns ~7 in; fonts legible at that size.
 ONE_COLUMN = (3.4, 2.6)
@@ -193,7 +193,7 @@ def eps_high_scaling(eval_root: Path, sweep: list[tuple[float, str]], reference:
 def strategy_diversity(report: dict, n_boot: int = 1000):
     """Distribution over problems of the number of distinct strategies among N naive vs N
     nudged samples; legend carries each condition's mean with a bootstrap interval."""
-    from .algorithms import bootstrap_ci
+    from nudgerl.algorithms import bootstrap_ci
 
     plt = _setup()
     fig, ax = plt.subplots(figsize=ONE_COLUMN, constrained_layout=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .io import json_rows
+from nudgerl.io import json_rows
 
 
 def _rows(path: str | Path):

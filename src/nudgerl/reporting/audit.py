@@ -30,9 +30,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .helper_stage import computed_here
-from .io import is_sidecar, sha256_file
-from .tools import tool_command
+from nudgerl.offline.helper_llm import computed_here
+from nudgerl.io import is_sidecar, sha256_file
+from nudgerl.tools import tool_command
 
 ROOT_FOLDERS = ("tables", "figures", "diagnostics")
 

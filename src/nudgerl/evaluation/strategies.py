@@ -18,7 +18,7 @@ StrategyLabeler = Callable[[dict, list[str]], list[str]]
 
 def organism_labeler(problem: dict, completions: list[str]) -> list[str]:
     """The organism's traces declare their strategy: ``strategy : difference table . ...``."""
-    from .organism.task import parse_strategy
+    from nudgerl.organism.task import parse_strategy
 
     return [parse_strategy(c) for c in completions]
 
@@ -40,7 +40,7 @@ def distinct_strategies(labels: list[str]) -> int:
 
 
 def _sampling(p: dict, n: int, seed: int):
-    from .sampling import SamplingParams
+    from nudgerl.evaluation.sampling import SamplingParams
 
     return SamplingParams(n=n, temperature=p.get("temperature", 1.0), top_p=p.get("top_p", 1.0),
                           max_new_tokens=p.get("max_new_tokens", 64), batch_size=p.get("batch_size", 256), seed=seed)
@@ -50,9 +50,9 @@ def strategy_diversity(model_dir: str, problems: list[dict], pools: dict[str, li
                        p: dict, labeler: StrategyLabeler, seed: int = 0) -> dict:
     """Per problem: N = M x K naive samples vs N nudged samples (K per each of the pool's first
     M hints, as NudgeRL's rollouts with p_drop = 0), their strategies and correctness."""
-    from .grading import grade
-    from .organism.task import prompt_text
-    from .sampling import chat_prompt, generate, load_policy
+    from nudgerl.evaluation.grading import grade
+    from nudgerl.organism.task import prompt_text
+    from nudgerl.evaluation.sampling import chat_prompt, generate, load_policy
 
     model, tokenizer = load_policy(model_dir)
     missing = [q["id"] for q in problems if q["id"] not in pools]
@@ -95,9 +95,9 @@ def case_study(models: dict[str, str], problem: dict, n: int, p: dict, labeler: 
                seed: int = 0) -> dict:
     """``n`` unhinted samples of one problem from each trained policy: strategy counts and
     successes per strategy."""
-    from .grading import grade
-    from .organism.task import prompt_text
-    from .sampling import chat_prompt, generate, load_policy
+    from nudgerl.evaluation.grading import grade
+    from nudgerl.organism.task import prompt_text
+    from nudgerl.evaluation.sampling import chat_prompt, generate, load_policy
 
     out = {"problem": {k: problem[k] for k in ("id", "problem", "answer") if k in problem}, "samples": n,
            "methods": {}}

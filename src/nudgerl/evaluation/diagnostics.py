@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .organism import task
+from nudgerl.organism import task
 
 def _condition(model, tokenizer, problems, params, hint):
-    from .evaluation import evaluate_benchmark
+    from nudgerl.evaluation.benchmarks import evaluate_benchmark
 
     samples, per_problem, summary = evaluate_benchmark(
         model, tokenizer, problems, params, [1], parse_strategy=task.parse_strategy, hint=hint
@@ -34,7 +34,7 @@ def _condition(model, tokenizer, problems, params, hint):
 
 
 def diagnose_base(model_dir: str, problems: list[dict], p: dict) -> dict:
-    from .sampling import SamplingParams, load_policy
+    from nudgerl.evaluation.sampling import SamplingParams, load_policy
 
     model, tokenizer = load_policy(model_dir)
     params = SamplingParams(

@@ -20,7 +20,7 @@ problem). The ``authors_*`` templates reproduce the text of the NudgeRL authors'
 
 None of the authors' prompts asks for ``\\boxed{}``; the answer sits between the SOLUTION
 tags, so these templates name that region (``answer_region``) and the grader reads the last
-such region (:mod:`nudgerl.grading`). A config may add templates of its own under
+such region (:mod:`nudgerl.evaluation.grading`). A config may add templates of its own under
 ``prompts.templates`` (same fields).
 
 Helper prompts (:data:`HELPER_PROMPTS`, chosen by ``prompt`` in a pool or oracle section of
@@ -34,7 +34,7 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass, field
 
-from .grading import MODE_REGION, SOLUTION_REGION
+from nudgerl.evaluation.grading import MODE_REGION, SOLUTION_REGION
 
 REASONING_START, REASONING_END = "<start_working_out>", "<end_working_out>"
 SOLUTION_START, SOLUTION_END = "<SOLUTION>", "</SOLUTION>"
@@ -64,7 +64,7 @@ AUTHORS_POPE_SYSTEM = (
 
 def organism_apply_hint(messages: list[dict], hint: str) -> list[dict]:
     """x1 for the organism: a ``hint : ...`` line in front of the problem (see task.prompt_text)."""
-    from .organism.task import prompt_text
+    from nudgerl.organism.task import prompt_text
 
     last = messages[-1]
     return [*messages[:-1], {**last, "content": prompt_text(last["content"], f"hint : {hint}")}]
@@ -156,7 +156,7 @@ _LATER_FIELDS = ("guided_system", "guided_user")
 
 
 def grading_region(template: PromptTemplate | None):
-    """The ``region`` argument of :func:`nudgerl.grading.grade` for completions of a template:
+    """The ``region`` argument of :func:`nudgerl.evaluation.grading.grade` for completions of a template:
     its answer region, or (none named, or no template) the grader mode's own."""
     return template.answer_region if template is not None and template.answer_region else MODE_REGION
 

@@ -1,12 +1,12 @@
-"""The training-reward figure (matplotlib, Agg backend); colours from :func:`nudgerl.figures.method_style`."""
+"""The training-reward figure (matplotlib, Agg backend); colours from :func:`nudgerl.reporting.figures.method_style`."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from .figures import method_style
-from .io import read_jsonl
-from .tables import method_label
+from nudgerl.reporting.figures import method_style
+from nudgerl.io import read_jsonl
+from nudgerl.reporting.tables import method_label
 
 def _method_of(run_dir: str) -> str:
     # results/runs/<method>/seed<k>

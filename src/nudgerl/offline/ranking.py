@@ -7,10 +7,10 @@ draws per prompt; each problem keeps its ``keep`` best hints, best first (so the
 
 from __future__ import annotations
 
-from .algorithms import pass_at_k
-from .grading import DEFAULT_MODE, grade
-from .prompts import HINT_STYLES, grading_region
-from .sampling import SamplingParams, chat_prompt, generate, load_policy, vllm_engine_kwargs
+from nudgerl.algorithms import pass_at_k
+from nudgerl.evaluation.grading import DEFAULT_MODE, grade
+from nudgerl.data.prompts import HINT_STYLES, grading_region
+from nudgerl.evaluation.sampling import SamplingParams, chat_prompt, generate, load_policy, vllm_engine_kwargs
 
 
 def rank_pools(model_dir: str, train: list[dict], pools: list[dict], p: dict, hint_style: str = "organism",

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .io import atomic_write_text
+from nudgerl.io import atomic_write_text
 
 # figure -> (what it measures, where the diagnosis summary keeps it)
 FIGURES = {

@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .algorithms import bootstrap_ci, bootstrap_mean_of_means, paired_permutation_test
-from .io import atomic_write_text, read_jsonl
-from .report_pages import write_markdown_page
+from nudgerl.algorithms import bootstrap_ci, bootstrap_mean_of_means, paired_permutation_test
+from nudgerl.io import atomic_write_text, read_jsonl
+from nudgerl.reporting.report_pages import write_markdown_page
 
 BENCHMARK_LABELS = {
     "aime24": "AIME24",
@@ -170,7 +170,7 @@ def write_table(eval_root, methods, benchmarks, seeds, out_prefix, title, n_boot
 def replicate_rows(eval_root, methods, benchmarks, seeds, reference="base", n_boot=2000) -> pd.DataFrame:
     """Per replicate and method: Avg pass@1 and its paired difference from ``reference``
     (the same replicate's base model) with a 95 % interval over that replicate's problems."""
-    from .claims import paired_avg_difference
+    from nudgerl.reporting.claims import paired_avg_difference
 
     records = []
     for s in seeds:

@@ -1,0 +1,145 @@
+"""Subcommands of the evaluation boxes (workflow/rules/base.smk, eval.smk, the curve rules):
+the base model's diagnosis and regime gate, benchmark evaluation, checkpoint curves."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from nudgerl.arguments import add_command, add_model_arguments, json_arg, prompt_template, set_threads
+
+
+def cmd_diagnose(args) -> None:
+    set_threads(args.threads)
+    from nudgerl.evaluation.diagnostics import diagnose_base
+    from nudgerl.io import atomic_write_text, read_problems, write_provenance
+
+    problems = []
+    for path in args.benchmarks:
+        problems += read_problems(path)
+    report = diagnose_base(args.model, problems, args.params)
+    report["seed"] = args.params.get("seed", 0)
+    sft_report = Path(args.model) / "sft_report.json"
+    if sft_report.exists():  # the organism's base model: how its SFT ended, beside what it does
+        sft = json.loads(sft_report.read_text())
+        check = sft.get("execution_check") or {}
+        report["sft"] = {"seconds": sft.get("seconds"), "threads": sft.get("threads"),
+                         **{k: check.get(k) for k in ("steps", "passed_at_step", "passed", "final_execution",
+                                                      "unhinted_strategy_prior")}}
+    atomic_write_text(args.out, json.dumps(report, indent=2))
+    write_provenance(args.out, args.params, {"sampling": args.params.get("seed", 0)}, [args.model, *args.benchmarks])
+    print(json.dumps(report["summary"], indent=2))
+
+
+def cmd_regime_gate(args) -> None:
+    from nudgerl.io import write_provenance
+    from nudgerl.evaluation.regime import RegimeError, gate
+
+    try:
+        gate(args.diagnosis, args.regime, args.out)
+    except RegimeError as e:
+        print(f"nudgerl regime-gate: {e}", file=sys.stderr)
+        raise SystemExit(1) from None
+    write_provenance(args.out, args.regime, {}, [args.diagnosis])
+
+
+def cmd_evaluate(args) -> None:
+    set_threads(args.threads)
+    from nudgerl.evaluation.benchmarks import clear_partials, evaluate_model
+    from nudgerl.io import atomic_write_text, read_problems, write_provenance
+    from nudgerl.organism.task import parse_strategy
+    from nudgerl.evaluation.sampling import SamplingParams, vllm_engine_kwargs
+
+    p = args.params
+    template = prompt_template(args)
+    params = SamplingParams(
+        n=p["samples_per_problem"],
+        temperature=p.get("temperature", 1.0),
+        top_p=p.get("top_p", 1.0),
+        max_new_tokens=p.get("max_new_tokens", 64),
+        batch_size=p.get("batch_size", 256),
+        seed=args.seed,
+        stop=tuple(template.stop) if template is not None else (),
+    )
+    benchmarks = {Path(b).stem: read_problems(b) for b in args.benchmarks}
+    out = Path(args.out_dir)
+    organism = template is None or template.style == "organism"
+    summaries = evaluate_model(args.model, benchmarks, params, p.get("ks", [1]), out,
+                               parse_strategy=parse_strategy if organism else None, template=template,
+                               backend=p.get("backend", "transformers"), revision=args.revision,
+                               backend_kwargs=vllm_engine_kwargs(p), grader_mode=args.grader_mode)
+    atomic_write_text(out / "summary.json", json.dumps(summaries, indent=2))
+    write_provenance(out / "summary.json", p, {"sampling": args.seed}, [args.model, *args.benchmarks],
+                     outputs=[out / f"{b}.{kind}" for b in benchmarks
+                              for kind in ("samples.jsonl", "problems.jsonl", "summary.json")])
+    clear_partials(out)  # every output is in place: the resume cache is no longer needed
+    print(json.dumps({k: v["pass@1"] for k, v in summaries.items()}, indent=2))
+
+
+def _sampling_from(p: dict, n: int, seed: int):
+    from nudgerl.evaluation.sampling import SamplingParams
+
+    return SamplingParams(n=n, temperature=p.get("temperature", 1.0), top_p=p.get("top_p", 1.0),
+                          max_new_tokens=p.get("max_new_tokens", 64), batch_size=p.get("batch_size", 256), seed=seed)
+
+
+def cmd_curve_eval(args) -> None:
+    set_threads(args.threads)
+    from nudgerl.evaluation.curves import checkpoint_models, evaluate_checkpoints
+    from nudgerl.io import read_problems, write_provenance
+    from nudgerl.organism.task import parse_strategy
+
+    curve = args.params.get("curve", {})
+    every = curve.get("every", 10)
+    benchmarks = {Path(b).stem: read_problems(b) for b in args.benchmarks}
+    sampling = _sampling_from(args.params, curve.get("samples", 4), args.seed)
+    template = prompt_template(args)
+    if template is not None:
+        sampling.stop = tuple(template.stop)
+    organism = template is None or template.style == "organism"
+    evaluate_checkpoints(Path(args.run_dir), args.base_model, benchmarks, every, sampling, Path(args.out),
+                         parse_strategy=parse_strategy if organism else None, template=template,
+                         revision=args.revision, backend=args.params.get("backend", "transformers"),
+                         grader_mode=args.grader_mode)
+    models = [m for _, m, _ in checkpoint_models(Path(args.run_dir), args.base_model, every)]
+    write_provenance(args.out, args.params, {"sampling": args.seed},
+                     [*models, f"{args.run_dir}/metrics.jsonl", *args.benchmarks])
+
+
+TITLE = "evaluation: diagnosis, regime gate, benchmarks, checkpoint curves"
+
+
+def register(subparsers) -> None:
+    p = add_command(subparsers, "diagnose", cmd_diagnose, "exploration diagnostics of the base model")
+    p.add_argument("--params", type=json_arg, required=True, help="config section as JSON")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--model", required=True)
+    p.add_argument("--benchmarks", nargs="+", required=True)
+    p.add_argument("--out", required=True)
+
+    p = add_command(subparsers, "regime-gate", cmd_regime_gate,
+                    "fail when a base model's diagnosis is outside the regime bounds")
+    p.add_argument("--diagnosis", required=True)
+    p.add_argument("--regime", type=json_arg, required=True, help="the 'regime' config section as JSON")
+    p.add_argument("--out", required=True)
+
+    p = add_command(subparsers, "evaluate", cmd_evaluate, "sample, grade, pass@k")
+    p.add_argument("--params", type=json_arg, required=True, help="config section as JSON")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--model", required=True)
+    p.add_argument("--benchmarks", nargs="+", required=True)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out-dir", required=True)
+    add_model_arguments(p)
+
+    p = add_command(subparsers, "curve-eval", cmd_curve_eval,
+                    "evaluate a run's intermediate checkpoints (training curves)")
+    p.add_argument("--run-dir", required=True)
+    p.add_argument("--base-model", required=True, help="the step-0 policy")
+    p.add_argument("--benchmarks", nargs="+", required=True)
+    p.add_argument("--params", type=json_arg, required=True, help="the eval config section as JSON (with curve)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--out", required=True)
+    add_model_arguments(p)

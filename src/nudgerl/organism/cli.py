@@ -1,0 +1,61 @@
+"""Subcommands of the model organism's boxes (workflow/rules/data.smk, base.smk): its
+generated problems and benchmarks, and its base model, SFT'd from scratch per replicate."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+from nudgerl.arguments import add_command, json_arg, set_threads
+
+
+def cmd_make_data(args) -> None:
+    from nudgerl.io import write_jsonl, write_provenance
+    from nudgerl.organism import task
+
+    org = args.params
+    seed = org.get("seed", 0)
+    out = Path(args.out_dir)
+    train = task.training_problems(seed, org["train"]["size"], org["train"]["hard_fraction"])
+    write_jsonl(out / "train.jsonl", [p.to_record() for p in train])
+    specs = {k: (v["size"], v["hard_fraction"]) for k, v in org["benchmarks"].items()}
+    for name, problems in task.evaluation_sets(seed, specs).items():
+        write_jsonl(out / "eval" / f"{name}.jsonl", [p.to_record() for p in problems])
+    write_provenance(out / "train.jsonl", org, {"organism": seed},
+                     outputs=[out / "eval" / f"{name}.jsonl" for name in specs])
+    print(f"wrote {len(train)} training problems and {len(specs)} benchmarks to {out}")
+
+
+def cmd_train_base(args) -> None:
+    set_threads(args.threads)
+    from nudgerl.io import atomic_write_text, write_provenance
+    from nudgerl.organism.base_model import BaseModelConfig, train_base_model
+
+    cfg = BaseModelConfig(**{**args.params, "seed": args.seed})
+    out = Path(args.out_dir)
+    # Built under a temporary name and renamed into place: a kill never leaves a half-saved model.
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    report = train_base_model(cfg, tmp)
+    report["threads"] = args.threads  # float summation order depends on it
+    atomic_write_text(tmp / "sft_report.json", json.dumps(report, indent=2))
+    write_provenance(tmp, args.params, {"base_model": cfg.seed})
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(tmp, out)
+
+
+TITLE = "organism: the synthetic task's data and base model"
+
+
+def register(subparsers) -> None:
+    p = add_command(subparsers, "make-data", cmd_make_data, "generate the organism's training split and benchmarks")
+    p.add_argument("--params", type=json_arg, required=True, help="the 'organism' config section as JSON")
+    p.add_argument("--out-dir", required=True)
+
+    p = add_command(subparsers, "train-base", cmd_train_base, "SFT the organism's tiny base model from scratch")
+    p.add_argument("--params", type=json_arg, required=True, help="config section as JSON")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--seed", type=int, default=0, help="the replicate: SFT data, initialisation, order")
+    p.add_argument("--out-dir", required=True)

@@ -1,0 +1,216 @@
+"""Subcommands of the report box (workflow/rules/report.smk, base.smk's pages, the audit):
+Table 1 and the ablations, per-replicate tables, the paper's claims, compute, the audit."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from nudgerl.arguments import add_command, json_arg
+
+
+def cmd_table(args) -> None:
+    from nudgerl.io import write_provenance
+    from nudgerl.reporting.tables import write_table
+
+    reference = args.reference if args.reference and args.reference != "none" else None
+    paths = write_table(args.eval_root, args.methods, args.benchmarks, args.seeds, args.out_prefix,
+                        title=args.title, n_boot=args.bootstrap_samples, labels=args.labels, reference=reference)
+    records = [Path(args.eval_root) / m / f"seed{s}" / f"{b}.problems.jsonl"
+               for m in dict.fromkeys([*args.methods, *([reference] if reference else [])])
+               for s in args.seeds for b in args.benchmarks]
+    for path in paths:
+        write_provenance(path, {"methods": args.methods, "benchmarks": args.benchmarks, "reference": reference},
+                         {"runs": args.seeds}, records)
+
+
+def _markdown_page(md: Path, title: str) -> Path:
+    """The table's HTML page beside its .md (what `snakemake --report` shows inline)."""
+    from nudgerl.reporting.report_pages import write_markdown_page
+
+    return write_markdown_page(md.read_text(), md.with_suffix(".html"), title)
+
+
+def _problem_records_of(eval_root, methods, seeds, benchmarks) -> list[Path]:
+    return [Path(eval_root) / m / f"seed{s}" / f"{b}.problems.jsonl" for m in methods for s in seeds for b in benchmarks]
+
+
+def _samples_per_problem(eval_root, method, seed) -> int:
+    return json.loads((Path(eval_root) / method / f"seed{seed}" / "summary.json").read_text()).get("samples_per_problem")
+
+
+def cmd_replicate_table(args) -> None:
+    from nudgerl.io import atomic_write_text, write_provenance
+    from nudgerl.reporting.tables import render_replicates, replicate_rows
+
+    df = replicate_rows(args.eval_root, args.methods, args.benchmarks, args.seeds, args.reference,
+                        n_boot=args.bootstrap_samples)
+    csv, md = Path(args.out_prefix + ".csv"), Path(args.out_prefix + ".md")
+    atomic_write_text(csv, df.to_csv(index=False))
+    atomic_write_text(md, render_replicates(df, args.methods, _samples_per_problem(args.eval_root, args.methods[0],
+                                                                                    args.seeds[0]), args.reference))
+    html = _markdown_page(md, "Table 1 per replicate")
+    write_provenance(csv, {"methods": args.methods, "benchmarks": args.benchmarks, "reference": args.reference},
+                     {"runs": args.seeds}, _problem_records_of(args.eval_root, args.methods, args.seeds,
+                                                               args.benchmarks), outputs=[md, html])
+    print(md.read_text())
+
+
+def cmd_claims(args) -> None:
+    from nudgerl.reporting.claims import build_claims, evaluate_claims, render_markdown
+    from nudgerl.io import atomic_write_text, write_provenance
+
+    claims = build_claims(args.roles)
+    df = evaluate_claims(claims, args.eval_root, args.runs_root, args.benchmarks, n_boot=args.bootstrap_samples)
+    csv, md = Path(args.out_prefix + ".csv"), Path(args.out_prefix + ".md")
+    atomic_write_text(csv, df.to_csv(index=False))
+    atomic_write_text(md, render_markdown(df, _samples_per_problem(args.eval_root, args.roles["nudgerl"],
+                                                                    args.roles["seeds"][0])))
+    methods = sorted({m for c in claims for pair in c.comparisons for m in pair})
+    records = [p for c in claims for pair in c.comparisons for p in _problem_records_of(
+        args.eval_root, pair, c.seeds, args.benchmarks)]
+    records += [Path(args.runs_root) / m / f"seed{s}" / "metrics.jsonl" for c in claims[:1] for pair in c.comparisons
+                for m in pair for s in c.seeds]
+    html = _markdown_page(md, "The paper's claims beside ours")
+    write_provenance(csv, {"roles": args.roles, "methods": methods}, {"runs": args.roles["seeds"]},
+                     sorted(set(records)), outputs=[md, html])
+    print(md.read_text())
+
+
+def cmd_base_model_table(args) -> None:
+    from nudgerl.io import atomic_write_text, write_provenance
+    from nudgerl.evaluation.regime import replicate_markdown, replicate_table
+
+    df = replicate_table(args.regimes)
+    csv, md = Path(args.out_prefix + ".csv"), Path(args.out_prefix + ".md")
+    atomic_write_text(csv, df.to_csv(index=False))
+    atomic_write_text(md, replicate_markdown(df))
+    html = _markdown_page(md, "Base models of the replicates")
+    write_provenance(csv, {}, {}, args.regimes, outputs=[md, html])
+    print(md.read_text())
+
+
+def cmd_diagnostics_md(args) -> None:
+    from nudgerl.evaluation.diagnostics import to_markdown
+    from nudgerl.io import atomic_write_text, write_provenance
+
+    md = to_markdown(json.loads(Path(args.input).read_text()))
+    atomic_write_text(args.out, md)
+    write_provenance(args.out, {}, {}, [args.input])
+    if args.html:
+        from nudgerl.reporting.report_pages import write_markdown_page
+
+        write_markdown_page(md, args.html, "Base-model diagnosis")
+        write_provenance(args.html, {}, {}, [args.input])
+
+
+def cmd_plot_curves(args) -> None:
+    from nudgerl.io import write_provenance
+    from nudgerl.reporting.plots import training_curves
+
+    path = training_curves(args.runs, args.out)
+    write_provenance(path, {"runs": args.runs}, {}, [f"{r}/metrics.jsonl" for r in args.runs])
+
+
+def cmd_compute_table(args) -> None:
+    from nudgerl.reporting.compute import write_compute_csv
+    from nudgerl.io import write_provenance
+
+    rows = write_compute_csv(Path(args.results), Path(args.out))
+    write_provenance(args.out, {}, {}, [r["benchmark_file"] for r in rows])
+    if args.html:
+        from nudgerl.reporting.report_pages import write_csv_page
+
+        write_csv_page(args.out, args.html, "Compute per job")
+        write_provenance(args.html, {}, {}, [args.out])
+    print(f"{len(rows)} jobs; wall {sum(r['wall_s'] or 0 for r in rows):.0f} s in total")
+
+
+def cmd_audit(args) -> None:
+    from nudgerl.reporting.audit import audit, result_folders
+    from nudgerl.io import atomic_write_text
+
+    if args.results or args.dvc_only:
+        folders = [args.results or "results"]
+    else:  # every configuration's results folder in this checkout, each audited on its own
+        folders = [str(p.relative_to(args.cwd)) for p in result_folders(Path(args.cwd) / "results")]
+        if not folders:
+            raise SystemExit(f"nudgerl audit: no results folder with tables, figures or diagnostics under "
+                             f"{Path(args.cwd) / 'results'}")
+    reports = [(f, audit(f, cwd=args.cwd, check_dvc=not args.no_dvc, dvc_stages=args.dvc_stages,
+                         check_artifacts=not args.dvc_only)) for f in folders]
+    text = "".join(r.text() if len(reports) == 1 else f"== {f}\n{r.text()}" for f, r in reports)
+    print(text, end="")
+    if args.out:
+        atomic_write_text(args.out, text)
+    if args.html:
+        from nudgerl.reporting.report_pages import write_text_page
+
+        write_text_page(text, args.html, "Artifact audit")
+    if not all(r.ok for _, r in reports):
+        raise SystemExit(1)
+
+
+TITLE = "reporting: tables, claims, compute accounting, audit"
+
+
+def register(subparsers) -> None:
+    p = add_command(subparsers, "table", cmd_table, "a results table (Table 1 or an ablation) as csv, md and tex")
+    p.add_argument("--eval-root", required=True)
+    p.add_argument("--methods", nargs="+", required=True)
+    p.add_argument("--labels", nargs="+", help="row labels, one per method (default: derived from the ids)")
+    p.add_argument("--benchmarks", nargs="+", required=True)
+    p.add_argument("--seeds", nargs="+", type=int, required=True)
+    p.add_argument("--title", required=True)
+    p.add_argument("--bootstrap-samples", type=int, default=2000)
+    p.add_argument("--out-prefix", required=True)
+    p.add_argument("--reference", help="paired test of every other method against this one (e.g. grpo8)")
+
+    p = add_command(subparsers, "replicate-table", cmd_replicate_table,
+                    "per-replicate Avg pass@1 and paired difference from Base")
+    p.add_argument("--eval-root", required=True)
+    p.add_argument("--methods", nargs="+", required=True)
+    p.add_argument("--benchmarks", nargs="+", required=True)
+    p.add_argument("--seeds", nargs="+", type=int, required=True)
+    p.add_argument("--reference", default="base")
+    p.add_argument("--bootstrap-samples", type=int, default=2000)
+    p.add_argument("--out-prefix", required=True)
+
+    p = add_command(subparsers, "claims", cmd_claims, "the paper's seven claims beside ours, with a verdict each")
+    p.add_argument("--eval-root", required=True)
+    p.add_argument("--runs-root", required=True)
+    p.add_argument("--roles", type=json_arg, required=True, help="method ids of each role (nudgerl.reporting.claims)")
+    p.add_argument("--benchmarks", nargs="+", required=True)
+    p.add_argument("--bootstrap-samples", type=int, default=2000)
+    p.add_argument("--out-prefix", required=True)
+
+    p = add_command(subparsers, "base-model-table", cmd_base_model_table,
+                    "every replicate's base-model figures and regime verdict")
+    p.add_argument("--regimes", nargs="+", required=True)
+    p.add_argument("--out-prefix", required=True)
+
+    p = add_command(subparsers, "diagnostics-md", cmd_diagnostics_md, "base-model diagnosis as a markdown summary")
+    p.add_argument("--input", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--html", help="also as an HTML page here (for snakemake --report)")
+
+    p = add_command(subparsers, "plot-curves", cmd_plot_curves, "training-curve figure from metrics.jsonl files")
+    p.add_argument("--runs", nargs="+", required=True)
+    p.add_argument("--out", required=True)
+
+    p = add_command(subparsers, "compute-table", cmd_compute_table,
+                    "compute accounting of every job (results/<run_name>/tables/compute.csv)")
+    p.add_argument("--results", default="results")
+    p.add_argument("--out", required=True)
+    p.add_argument("--html", help="also as an HTML page here (for snakemake --report)")
+
+    p = add_command(subparsers, "audit", cmd_audit, "check every table/figure back to its records, checkpoints, data, pools")
+    p.add_argument("--results", default=None,
+                   help="one results folder (default: each results/<run_name>[/<model>] in the checkout)")
+    p.add_argument("--cwd", default=".", help="workflow root (paths in sidecars are relative to it)")
+    p.add_argument("--no-dvc", action="store_true", help="skip `dvc status`")
+    p.add_argument("--dvc-only", action="store_true",
+                   help="only the DVC stages (of --results' run, default all in dvc.lock): status and origin")
+    p.add_argument("--dvc-stages", nargs="+", default=None, help="check only these DVC stages (default: all)")
+    p.add_argument("--out", help="also write the report here")
+    p.add_argument("--html", help="and as an HTML page here (for snakemake --report)")

@@ -1,0 +1,145 @@
+"""Subcommands of the training box (workflow/rules/train.smk): GRPO, POPE and NudgeRL runs,
+each from the base policy, the training problems and the grpo config section."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from nudgerl.arguments import add_command, add_model_arguments, json_arg, prompt_template, set_threads
+
+
+def _problem_records(rows: list[dict], template) -> list[dict]:
+    """Trainer rows: conversational prompt (x0), gold answer, id; the answer region if the
+    template names one (the reward then grades that part of each completion)."""
+    out = []
+    for r in rows:
+        messages = template.messages(r["problem"]) if template is not None else [
+            {"role": "user", "content": r["problem"]}]
+        rec = {"prompt": messages, "answer": r["answer"], "id": r["id"]}
+        if template is not None and template.answer_region:
+            rec["answer_region"] = template.answer_region
+        out.append(rec)
+    return out
+
+
+def _run_config(params: dict, template):
+    from nudgerl.training.grpo import GRPORunConfig
+
+    cfg = GRPORunConfig.from_dict(params)
+    if template is not None and template.stop and cfg.use_vllm:
+        cfg.stop = list(template.stop)
+    return cfg
+
+
+def _run_outputs(run_dir: Path) -> list[Path]:
+    """What a training job writes besides the model: metrics, report and checkpoints (the
+    training-curve stage evaluates the checkpoints, so the audit covers them)."""
+    return [p for p in (run_dir / "metrics.jsonl", run_dir / "train_report.json", run_dir / "checkpoints") if p.exists()]
+
+
+def _finish_run(args, out: Path, report: dict, config: dict, inputs: list) -> None:
+    """A trainer job's last writes: its report, then the model's provenance sidecar (config,
+    seed, inputs, and hashes of the model, metrics, report and checkpoints)."""
+    from nudgerl.io import atomic_write_text, write_provenance
+
+    atomic_write_text(out / "train_report.json", json.dumps(report, indent=2, default=str))
+    write_provenance(out / "model", {**config, "model": args.model, "revision": args.revision, "prompt": args.prompt},
+                     {"train": args.seed}, [args.model, *inputs], outputs=_run_outputs(out))
+
+
+def cmd_train_grpo(args) -> None:
+    set_threads(args.threads)
+    from nudgerl.io import read_problems
+    from nudgerl.training.grpo import GRPORunConfig, train_grpo
+
+    params = dict(args.params, num_generations=args.num_generations, seed=args.seed, grader_mode=args.grader_mode)
+    template = prompt_template(args)
+    cfg = _run_config(params, template)
+    assert isinstance(cfg, GRPORunConfig)
+    records = _problem_records(read_problems(args.train), template)
+    out = Path(args.out_dir)
+    report = train_grpo(args.model, records, cfg, out, revision=args.revision)
+    _finish_run(args, out, report, params, [args.train])
+
+
+def cmd_train_pope(args) -> None:
+    set_threads(args.threads)
+    from nudgerl.offline.outputs import read_oracles
+    from nudgerl.io import read_problems
+    from nudgerl.training.grpo import GRPORunConfig
+    from nudgerl.training.pope import POPEConfig, train_pope
+
+    pope = POPEConfig.from_dict(args.pope)
+    params = dict(args.params, num_generations=args.num_generations, seed=args.seed, grader_mode=args.grader_mode)
+    template = prompt_template(args)
+    cfg = _run_config(params, template)
+    assert isinstance(cfg, GRPORunConfig)
+    train = read_problems(args.train)
+    oracles = read_oracles(args.oracles, train_ids={r["id"] for r in train})
+    out = Path(args.out_dir)
+    report = train_pope(args.model, train, oracles, cfg, pope, out, template=template, revision=args.revision)
+    _finish_run(args, out, report, {**params, "pope": args.pope}, [args.train, args.oracles])
+
+
+def cmd_train_nudgerl(args) -> None:
+    set_threads(args.threads)
+    from nudgerl.offline.outputs import read_pools
+    from nudgerl.io import read_problems
+    from nudgerl.training.grpo import GRPORunConfig
+    from nudgerl.training.nudgerl import NudgeRLConfig, train_nudgerl
+
+    nudge = NudgeRLConfig.from_dict(args.nudge)
+    params = dict(args.params, num_generations=nudge.M * nudge.K, seed=args.seed, grader_mode=args.grader_mode)
+    template = prompt_template(args)
+    cfg = _run_config(params, template)
+    assert isinstance(cfg, GRPORunConfig)
+    train = read_problems(args.train)
+    pools = read_pools(args.pools, train_ids={r["id"] for r in train})
+    records = []
+    for rec in _problem_records(train, template):
+        if rec["id"] not in pools:
+            raise KeyError(f"{args.pools} has no pool for training problem {rec['id']!r}")
+        records.append({**rec, "hints": pools[rec["id"]]})
+    out = Path(args.out_dir)
+    report = train_nudgerl(args.model, records, cfg, nudge, out, template=template, revision=args.revision)
+    _finish_run(args, out, report, {**params, "nudge": args.nudge}, [args.train, args.pools])
+
+
+TITLE = "training: GRPO, POPE and NudgeRL runs"
+
+
+def _add_training(subparsers, name, fn, help_):
+    """A baseline/method trainer: base model, problems, grpo section, seed, run folder."""
+    p = add_command(subparsers, name, fn, help_)
+    p.add_argument("--model", required=True)
+    p.add_argument("--train", required=True)
+    p.add_argument("--params", type=json_arg, required=True, help="the grpo config section as JSON")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--out-dir", required=True)
+    return p
+
+
+def register(subparsers) -> None:
+    p = add_command(subparsers, "train-grpo", cmd_train_grpo, "GRPO training (TRL GRPOTrainer)")
+    p.add_argument("--params", type=json_arg, required=True, help="config section as JSON")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--model", required=True)
+    p.add_argument("--train", required=True)
+    p.add_argument("--num-generations", type=int, required=True)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out-dir", required=True)
+    add_model_arguments(p)
+
+    p = _add_training(subparsers, "train-pope", cmd_train_pope,
+                      "POPE baseline: GRPO with oracle prefixes on guided problems")
+    p.add_argument("--oracles", required=True)
+    p.add_argument("--pope", type=json_arg, required=True, help="POPE parameters as JSON")
+    p.add_argument("--num-generations", type=int, required=True)
+    add_model_arguments(p)
+
+    p = _add_training(subparsers, "train-nudgerl", cmd_train_nudgerl, "NudgeRL training (GRPOTrainer subclass)")
+    p.add_argument("--pools", required=True)
+    p.add_argument("--nudge", type=json_arg, required=True, help="NudgeRL parameters as JSON")
+    add_model_arguments(p)
