@@ -58,7 +58,7 @@ def benchmark_items() -> list[tuple[str, str]]:
 def worker_cpu_seconds() -> float:
     """CPU seconds used so far by this process's grading processes (Linux /proc)."""
     try:
-        from nudgerl.evaluation.benchmarks import grading
+        from nudgerl.evaluation import grading
     except ImportError:
         return 0.0
     pool = getattr(grading, "_POOL", None)
@@ -107,7 +107,7 @@ def main() -> None:
         from nudgerl.evaluation.grading import TIME_LIMIT_SECONDS
 
         # Starting (or restarting, after a time-out kills one) a worker: paid once, not per item.
-        from nudgerl.evaluation.benchmarks import grading
+        from nudgerl.evaluation import grading
 
         t0 = time.perf_counter()
         grading.shutdown_workers()

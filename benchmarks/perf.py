@@ -1,4 +1,4 @@
-"""Side-by-side performance measurements on the tiny model (issue 8, items 1, 2 and 5).
+"""Side-by-side performance measurements on the tiny model.
 
 Every figure is a *ratio of two things measured in the same process, interleaved*, because
 absolute times on a shared 2-core machine are noise. Ratios are taken on the process's CPU

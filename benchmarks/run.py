@@ -1,4 +1,4 @@
-"""The benchmark suite (issue 8): one command, all figures side by side in the same run.
+"""The benchmark suite: one command, all figures side by side in the same run.
 
     python benchmarks/run.py                  # everything, ~15 min on 2 cores
     python benchmarks/run.py --skip-default   # only the side-by-side ratios (~3 min), on a

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from nudgerl.evaluation.benchmarks import grading
+from nudgerl.evaluation import grading
 from nudgerl.evaluation.grading import GRADER_MODES, MODE_REGION, OUTCOMES, GradeStats, grade, judge
 
 BENCHMARKS = Path("/work/shared/data/benchmarks")

@@ -1,4 +1,4 @@
-# The paper's figures, compute accounting and the artifact audit (issue 6).
+# The paper's figures, compute accounting and the artifact audit.
 # Each figure rule writes <name>.png (in the report), .pdf and .json (the plotted series).
 
 
@@ -101,7 +101,7 @@ if TASK != "math":
             cfg=json.dumps({**{k: v for k, v in config["eval"].items() if k in ("temperature", "top_p", "max_new_tokens",
                                                                                 "batch_size")},
                             **config.get("report", {}).get("strategy_diversity", {})}, sort_keys=True),
-            nudge=json.dumps({"M": _NUDGE.get("M", 2), "K": _NUDGE.get("K", 4)}),
+            nudge=json.dumps({"M": NUDGE.get("M", 2), "K": NUDGE.get("K", 4)}),
             n_boot=N_BOOT,
             prefix=lambda w, output: os.path.splitext(output.png)[0],
         threads: rule_threads("strategy_diversity")

@@ -9,7 +9,7 @@ from pathlib import Path
 from nudgerl.arguments import add_command, add_model_arguments, json_arg, prompt_template, set_threads
 
 
-def _run_helper_stage(args, config_cls, build) -> None:
+def _run_helper_llm_stage(args, config_cls, build) -> None:
     """make-pools / make-oracles: a params.yaml section, the problems, one output file."""
     import yaml
 
@@ -29,13 +29,13 @@ def _run_helper_stage(args, config_cls, build) -> None:
 def cmd_make_pools(args) -> None:
     from nudgerl.offline.pools import PoolConfig, build_pools
 
-    _run_helper_stage(args, PoolConfig, build_pools)
+    _run_helper_llm_stage(args, PoolConfig, build_pools)
 
 
 def cmd_make_oracles(args) -> None:
     from nudgerl.offline.oracles import OracleConfig, build_oracles
 
-    _run_helper_stage(args, OracleConfig, build_oracles)
+    _run_helper_llm_stage(args, OracleConfig, build_oracles)
 
 
 def cmd_rank_hints(args) -> None:

@@ -1,0 +1,141 @@
+"""nudgerl.workflow_plan: what the rules build, derived from a config without Snakemake.
+
+The dry-run tests (test_paper_dag, test_smoke_dag) check the whole DAG; these pin the
+derivations one by one: method ids, ablation and claim roles, paths, resources, arguments.
+"""
+
+import copy
+from types import SimpleNamespace
+
+import pytest
+import yaml
+from snakemake.utils import update_config  # how Snakemake merges --configfile files
+
+from nudgerl.workflow_plan import EVAL_EXCLUDE, GRPO_RUN_EXCLUDE, WorkflowPlan
+
+from conftest import REPO
+
+
+def _config(*extra: str) -> dict:
+    cfg = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    for name in extra:
+        update_config(cfg, yaml.safe_load((REPO / "config" / name).read_text()))
+    return cfg
+
+
+@pytest.fixture(autouse=True)
+def _at_repo(monkeypatch):
+    monkeypatch.chdir(REPO)  # the plan reads dvc.yaml / params.yaml of the workflow root
+
+
+def test_default_paths_and_methods():
+    cfg = _config()
+    plan = WorkflowPlan(cfg)
+    run = cfg["run_name"]
+    assert plan.RESULTS == plan.SHARED == f"results/{run}"
+    assert plan.TRAIN == f"results/{run}/data/train.jsonl"
+    assert plan.GRPO_METHODS == [f"grpo{n}" for n in cfg["grpo"]["group_sizes"]]
+    n = cfg["nudgerl"].get("M", 2) * cfg["nudgerl"].get("K", 4)
+    assert plan.NUDGE_MAIN == f"nudgerl{n}"
+    assert plan.METHODS == ["base", *plan.GRPO_METHODS, plan.POPE_METHOD, plan.NUDGE_MAIN]
+    assert plan.REFERENCE == ("grpo8" if 8 in cfg["grpo"]["group_sizes"] else plan.GRPO_METHODS[0])
+    # Table 1 methods have every replicate; ablation runs only the ablation seeds
+    for method, seeds in plan.RUN_SEEDS.items():
+        assert seeds == (plan.SEEDS if method in plan.METHODS else plan.ABLATION_SEEDS)
+
+
+def test_ablations_register_runs_and_claim_roles():
+    cfg = _config()
+    cfg["nudgerl"]["ablations"] = {"p_drop": [0.0, 0.25], "hint_sampling": ["random"]}
+    plan = WorkflowPlan(cfg)
+    main = plan.NUDGE_MAIN
+    p_main = cfg["nudgerl"].get("p_drop", 0.5)
+    methods = [m for m, _ in plan.ABLATIONS["pdrop"]]
+    assert main in methods and f"{main}_pdrop0.25" in methods and f"{main}_pdrop0" in methods
+    assert plan.NUDGE_RUNS[f"{main}_pdrop0.25"]["nudge"]["p_drop"] == 0.25
+    # the setting equal to the main run's is the main run, not another run
+    assert [p for p, m in plan.CLAIM_ROLES["pdrop"] if m == main] == [p_main]
+    assert plan.ABLATIONS["hint_sampling"][0][0] == main
+    assert plan.CLAIM_ROLES["hint_sampling"]["random"] == f"{main}_random"
+    assert "distill" not in plan.ABLATIONS  # one value only: no table
+    assert set(plan.TRAINED) == {*plan.GRPO_METHODS, *plan.NUDGE_RUNS}
+
+
+def test_top_ranked_ablation_reads_the_replicates_ranked_pools():
+    cfg = _config()
+    cfg["nudgerl"]["ablations"] = {"hint_sampling": ["top_ranked"]}
+    plan = WorkflowPlan(cfg)
+    run = plan.NUDGE_RUNS[f"{plan.NUDGE_MAIN}_topranked"]
+    assert run["pools"] == plan.RANKED_POOLS and "{seed}" in run["pools"]
+    assert plan.nudge_pools(SimpleNamespace(method=plan.NUDGE_MAIN, items=lambda: {}.items())) == plan.POOLS
+
+
+def test_eps_sweep_main_value_is_the_main_run():
+    cfg = _config()
+    cfg["grpo"]["epsilon_high"] = 0.2
+    cfg["grpo"]["epsilon_high_sweep"] = [0.2, 0.28]
+    cfg["grpo"]["epsilon_high_sweep_group_size"] = cfg["grpo"]["group_sizes"][0]
+    plan = WorkflowPlan(cfg)
+    n = cfg["grpo"]["group_sizes"][0]
+    assert plan.EPS_SWEEP == [(0.2, f"grpo{n}"), (0.28, f"grpo{n}_eps0.28")]
+    assert plan.EPS_RUNS == [f"grpo{n}_eps0.28"]
+    assert "eps_high_scaling" in plan.figure_names()
+
+
+def test_resources_and_threads_from_config():
+    cfg = _config()
+    cfg["threads_per_job"] = 3
+    cfg["resources"] = {"mem_mb": {"evaluate": 9000}, "threads": {"evaluate": 5}}
+    plan = WorkflowPlan(cfg)
+    assert plan.rule_resources("evaluate", mem_mb=2000, runtime=10) == {"mem_mb": 9000, "runtime": 10}
+    assert plan.rule_resources("train_grpo", mem_mb=2000) == {"mem_mb": 2000}
+    assert plan.rule_threads("evaluate") == 5 and plan.rule_threads("train_grpo") == 3
+
+
+def test_section_leaves_out_other_rules_keys():
+    plan = WorkflowPlan(_config())
+    assert "curve" not in yaml.safe_load(plan.section("eval", exclude=EVAL_EXCLUDE, seed=1))
+    grpo = yaml.safe_load(plan.section("grpo", exclude=GRPO_RUN_EXCLUDE))
+    assert not set(GRPO_RUN_EXCLUDE) & set(grpo)
+
+
+def test_launcher_uses_accelerate_for_more_than_one_gpu():
+    plan = WorkflowPlan(_config())
+    assert plan.launcher(None, SimpleNamespace(gpu=1)) == "nudgerl"
+    cmd = plan.launcher(None, SimpleNamespace(gpu=4))
+    assert cmd.startswith("accelerate launch") and "--num_processes 4 -m nudgerl.cli" in cmd
+
+
+def test_organism_outputs_and_base_model_arguments():
+    plan = WorkflowPlan(_config("smoke.yaml"))
+    outputs = plan.final_outputs()
+    assert f"{plan.RESULTS}/tables/table1.csv" in outputs and f"{plan.RESULTS}/audit/audit.txt" in outputs
+    assert all("{" not in f for f in outputs)
+    w = SimpleNamespace(seed="1", method="base")
+    assert plan.model_dir(w) == plan.base_model_arg(w) == plan.BASE_MODEL.format(seed=1)
+    assert plan.regime_input(w) == f"{plan.DIAGNOSIS}.regime.json".format(seed=1)
+
+
+def test_math_task_runs_per_model():
+    plan = WorkflowPlan(_config("smollm2.yaml"))
+    assert plan.TASK == "math" and plan.RESULTS == f"{plan.SHARED}/{{model}}"
+    outputs = plan.final_outputs()
+    for name in plan.MODELS:
+        assert f"{plan.SHARED}/{name}/tables/table1.csv" in outputs
+    assert plan.regime_input(SimpleNamespace(seed="0")) == []
+
+
+def test_a_model_named_like_a_shared_folder_is_refused():
+    cfg = _config("smollm2.yaml")
+    cfg = copy.deepcopy(cfg)
+    cfg["models"][0]["name"] = "pools"
+    with pytest.raises(ValueError, match="rename the model"):
+        WorkflowPlan(cfg)
+
+
+def test_rule_names_bind_what_the_rules_read():
+    names = WorkflowPlan(_config()).rule_names()
+    for name in ("RESULTS", "METHODS", "NUDGE", "rule_resources", "final_outputs", "EVAL_EXCLUDE"):
+        assert name in names
+    assert "config" not in names and "_variant" not in names
+    assert callable(names["model_dir"])
