@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from nudgerl.algorithms import bootstrap_mean_of_means, claim_verdict
-from nudgerl.reporting.tables import method_label, per_problem_matrix
+from nudgerl.reporting.tables import method_label, paired_avg_difference, per_problem_matrix
 
 
 @dataclass
@@ -80,18 +80,6 @@ def build_claims(roles: dict) -> list[Claim]:
         "GRPO's best 0.566 (0.541 at eps_high 0.40) vs NudgeRL 0.598", [(nudge, m) for _, m in eps], abl,
         [("eps_high sweep", eps[0][1] if eps else None)])
     return claims
-
-
-def paired_avg_difference(eval_root, a: str, b: str, benchmarks, seeds, n_boot: int = 2000) -> tuple:
-    """Avg pass@1 of ``a`` minus ``b`` on the same problems and replicates, with its interval."""
-    diffs = []
-    for bench in benchmarks:
-        ma, _, ids_a = per_problem_matrix(eval_root, a, bench, seeds, return_ids=True)
-        mb, _, ids_b = per_problem_matrix(eval_root, b, bench, seeds, return_ids=True)
-        if ids_a != ids_b:
-            raise ValueError(f"{eval_root}: {a} and {b} were evaluated on different {bench} problems")
-        diffs.append(ma - mb)
-    return bootstrap_mean_of_means(diffs, n_boot=n_boot)
 
 
 def rollout_tokens(runs_root, method: str, seeds) -> float:

@@ -67,6 +67,18 @@ def per_problem_matrix(eval_root: Path, method: str, bench: str, seeds: list[int
     return np.array(cols).T, n
 
 
+def paired_avg_difference(eval_root, a: str, b: str, benchmarks, seeds, n_boot: int = 2000) -> tuple:
+    """Avg pass@1 of ``a`` minus ``b`` on the same problems and replicates, with its interval."""
+    diffs = []
+    for bench in benchmarks:
+        ma, _, ids_a = per_problem_matrix(eval_root, a, bench, seeds, return_ids=True)
+        mb, _, ids_b = per_problem_matrix(eval_root, b, bench, seeds, return_ids=True)
+        if ids_a != ids_b:
+            raise ValueError(f"{eval_root}: {a} and {b} were evaluated on different {bench} problems")
+        diffs.append(ma - mb)
+    return bootstrap_mean_of_means(diffs, n_boot=n_boot)
+
+
 def build_table(eval_root, methods, benchmarks, seeds, n_boot=2000, reference=None) -> tuple[pd.DataFrame, int]:
     """One row per (method, benchmark) and (method, avg); with ``reference``, paired-test columns
     ``delta_vs_ref``, ``delta_ci_low``, ``delta_ci_high`` and ``p_vs_ref`` (empty for the reference
@@ -170,8 +182,6 @@ def write_table(eval_root, methods, benchmarks, seeds, out_prefix, title, n_boot
 def replicate_rows(eval_root, methods, benchmarks, seeds, reference="base", n_boot=2000) -> pd.DataFrame:
     """Per replicate and method: Avg pass@1 and its paired difference from ``reference``
     (the same replicate's base model) with a 95 % interval over that replicate's problems."""
-    from nudgerl.reporting.claims import paired_avg_difference
-
     records = []
     for s in seeds:
         for m in methods:
