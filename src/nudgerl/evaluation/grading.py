@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from nudgerl.evaluation.answers import (DEFAULT_MODE, GRADER_MODES, MAX_COMPLETION_CHARS, SOLUTION_REGION,
-                                        judge_unbounded, warm_up_modes, answer_text)
+                                        judge_unbounded, warm_up_modes)
 # shutdown_workers and WORKER_START_SECONDS belong to the grader's interface (callers stop its processes)
 from nudgerl.evaluation.grading_processes import WORKER_START_SECONDS, shutdown_workers, worker_pool  # noqa: F401
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from nudgerl.algorithms import bootstrap_mean_of_means, claim_verdict
-from nudgerl.reporting.tables import method_label, paired_avg_difference, per_problem_matrix
+from nudgerl.algorithms import claim_verdict
+from nudgerl.reporting.tables import method_label, paired_avg_difference
 
 
 @dataclass
