@@ -46,6 +46,12 @@ def add_model_arguments(p) -> None:
                    help="how completions are graded (nudgerl.evaluation.grading; config key grading.mode)")
 
 
+def add_job_arguments(p) -> None:
+    """A model job's config section (--params, JSON) and its torch threads."""
+    p.add_argument("--params", type=json_arg, required=True, help="config section as JSON")
+    p.add_argument("--threads", type=int, default=1)
+
+
 def add_command(subparsers, name: str, fn, help_: str) -> argparse.ArgumentParser:
     """A subcommand ``name`` that runs ``fn(args)``."""
     p = subparsers.add_parser(name, help=help_)

@@ -7,7 +7,8 @@ import json
 import sys
 from pathlib import Path
 
-from nudgerl.arguments import add_command, add_model_arguments, json_arg, prompt_template, set_threads
+from nudgerl.arguments import (add_command, add_job_arguments, add_model_arguments, json_arg, prompt_template,
+                                set_threads)
 
 
 def cmd_diagnose(args) -> None:
@@ -112,8 +113,7 @@ TITLE = "evaluation: diagnosis, regime gate, benchmarks, checkpoint curves"
 
 def register(subparsers) -> None:
     p = add_command(subparsers, "diagnose", cmd_diagnose, "exploration diagnostics of the base model")
-    p.add_argument("--params", type=json_arg, required=True, help="config section as JSON")
-    p.add_argument("--threads", type=int, default=1)
+    add_job_arguments(p)
     p.add_argument("--model", required=True)
     p.add_argument("--benchmarks", nargs="+", required=True)
     p.add_argument("--out", required=True)
@@ -125,8 +125,7 @@ def register(subparsers) -> None:
     p.add_argument("--out", required=True)
 
     p = add_command(subparsers, "evaluate", cmd_evaluate, "sample, grade, pass@k")
-    p.add_argument("--params", type=json_arg, required=True, help="config section as JSON")
-    p.add_argument("--threads", type=int, default=1)
+    add_job_arguments(p)
     p.add_argument("--model", required=True)
     p.add_argument("--benchmarks", nargs="+", required=True)
     p.add_argument("--seed", type=int, default=0)

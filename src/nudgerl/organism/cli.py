@@ -8,7 +8,7 @@ import os
 import shutil
 from pathlib import Path
 
-from nudgerl.arguments import add_command, json_arg, set_threads
+from nudgerl.arguments import add_command, add_job_arguments, json_arg, set_threads
 
 
 def cmd_make_data(args) -> None:
@@ -55,7 +55,6 @@ def register(subparsers) -> None:
     p.add_argument("--out-dir", required=True)
 
     p = add_command(subparsers, "train-base", cmd_train_base, "SFT the organism's tiny base model from scratch")
-    p.add_argument("--params", type=json_arg, required=True, help="config section as JSON")
-    p.add_argument("--threads", type=int, default=1)
+    add_job_arguments(p)
     p.add_argument("--seed", type=int, default=0, help="the replicate: SFT data, initialisation, order")
     p.add_argument("--out-dir", required=True)

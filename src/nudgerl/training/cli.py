@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from nudgerl.arguments import add_command, add_model_arguments, json_arg, prompt_template, set_threads
+from nudgerl.arguments import (add_command, add_job_arguments, add_model_arguments, json_arg, prompt_template,
+                                set_threads)
 
 
 def _problem_records(rows: list[dict], template) -> list[dict]:
@@ -123,8 +124,7 @@ def _add_training(subparsers, name, fn, help_):
 
 def register(subparsers) -> None:
     p = add_command(subparsers, "train-grpo", cmd_train_grpo, "GRPO training (TRL GRPOTrainer)")
-    p.add_argument("--params", type=json_arg, required=True, help="config section as JSON")
-    p.add_argument("--threads", type=int, default=1)
+    add_job_arguments(p)
     p.add_argument("--model", required=True)
     p.add_argument("--train", required=True)
     p.add_argument("--num-generations", type=int, required=True)
