@@ -44,6 +44,8 @@ def build(work: Path, config: dict, seed: int, threads: int) -> dict:
 
     name = f"seed{seed}_threads{threads}"
     out, log = work / name, work / f"{name}.log"
+    if (out / "regime.json").exists():  # finished in an earlier (interrupted) run of --work-dir
+        return _row(out, seed, threads, None, json.loads((out / "model" / "sft_report.json").read_text())["seconds"])
     bench = work / "benchmarks"
     if not bench.exists():
         bench.mkdir(parents=True)
@@ -51,20 +53,27 @@ def build(work: Path, config: dict, seed: int, threads: int) -> dict:
         for b, problems in task.evaluation_sets(config["organism"].get("seed", 0), specs).items():
             (bench / f"{b}.jsonl").write_text("".join(json.dumps(p.to_record()) + "\n" for p in problems))
     t0 = time.perf_counter()
-    sft_cpu = _run(["nudgerl", "train-base", "--params", json.dumps(config["base_model"]), "--seed", str(seed),
-                    "--threads", str(threads), "--out-dir", str(out / "model")], log)
+    # sorted keys, as the DAG passes them: the order of the strategy-weight keys is part of the
+    # SFT data draw, so only then is a row the model a replicate of `snakemake` gets
+    sft_cpu = _run(["nudgerl", "train-base", "--params", json.dumps(config["base_model"], sort_keys=True), "--seed",
+                    str(seed), "--threads", str(threads), "--out-dir", str(out / "model")], log)
     wall = time.perf_counter() - t0
     ev = {k: v for k, v in config["eval"].items() if k != "curve"}
     _run(["nudgerl", "diagnose", "--model", str(out / "model"), "--benchmarks", *map(str, sorted(bench.glob("*.jsonl"))),
-          "--params", json.dumps({**ev, "seed": seed}), "--threads", str(threads), "--out", str(out / "diagnosis.json")],
+          "--params", json.dumps({**ev, "seed": seed}, sort_keys=True), "--threads", str(threads), "--out", str(out / "diagnosis.json")],
          log)
-    gate = subprocess.run(["nudgerl", "regime-gate", "--diagnosis", str(out / "diagnosis.json"), "--regime",
+    subprocess.run(["nudgerl", "regime-gate", "--diagnosis", str(out / "diagnosis.json"), "--regime",
                            json.dumps({**config["regime"], "gate": False}), "--out", str(out / "regime.json")],
-                          capture_output=True, text=True, cwd=REPO)
-    if gate.returncode:
-        raise SystemExit(gate.stderr)
+                   check=True, capture_output=True, text=True, cwd=REPO)
+    return _row(out, seed, threads, sft_cpu, wall)
+
+
+def _row(out: Path, seed: int, threads: int, sft_cpu: float | None, wall: float) -> dict:
+    """One table row from a finished build's regime verdict (CPU seconds: None when the build
+    was read back from disk, where only the SFT's wall seconds are recorded)."""
     verdict = json.loads((out / "regime.json").read_text())
-    return {"seed": seed, "threads": threads, "sft_cpu_s": round(sft_cpu, 1), "sft_wall_s": round(wall, 1),
+    return {"seed": seed, "threads": threads, "sft_cpu_s": None if sft_cpu is None else round(sft_cpu, 1),
+            "sft_wall_s": round(wall, 1),
             "figures": {r["figure"]: r["value"] for r in verdict["figures"]}, "in_regime": verdict["in_regime"],
             "summary": verdict["summary"], "sft": verdict["sft"]}
 
@@ -84,8 +93,8 @@ def markdown(rows: list[dict], config: dict) -> str:
         "Regime bounds: " + "; ".join(f"`{f}` {bound(f)}" for f in bounds) + ".",
         "",
         "| seed | threads | hinted always-right pass@1 (hard) | unhinted pass@1 (hard) | unhinted share always-right "
-        "| unhinted prior always-right (SFT check) | SFT steps | check passed at | SFT CPU s | in regime |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| unhinted prior always-right (SFT check) | SFT steps | check passed at | SFT CPU s | SFT wall s | in regime |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         f, sft = r["figures"], r["sft"] or {}
@@ -93,7 +102,8 @@ def markdown(rows: list[dict], config: dict) -> str:
         lines.append(
             f"| {r['seed']} | {r['threads']} | {f['hinted_rare_pass@1_hard']:.3f} | {f['unhinted_pass@1_hard']:.3f} | "
             f"{f['rare_strategy_share_unhinted']:.3f} | {prior:.3f} | {sft.get('steps')} | {sft.get('passed_at_step')} | "
-            f"{r['sft_cpu_s']:.0f} | {'yes' if r['in_regime'] else 'NO'} |")
+            f"{'-' if r['sft_cpu_s'] is None else round(r['sft_cpu_s'])} | {round(r['sft_wall_s'])} | "
+            f"{'yes' if r['in_regime'] else 'NO'} |")
     lines += ["", f"{sum(r['in_regime'] for r in rows)} of {len(rows)} inside the regime."]
     return "\n".join(lines) + "\n"
 
@@ -104,10 +114,13 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", nargs="+", type=int, default=[1, 2])
     ap.add_argument("--configfile", default=str(REPO / "config" / "config.yaml"))
     ap.add_argument("--out-prefix", default=str(REPO / "benchmarks" / "base_models"))
+    ap.add_argument("--work-dir", help="keep the models here (default: a temporary folder); a rerun with the same "
+                    "folder reads the builds that finished instead of repeating them")
     args = ap.parse_args(argv)
     config = yaml.safe_load(Path(args.configfile).read_text())
     with tempfile.TemporaryDirectory(prefix="nudgerl-base-") as tmp:
-        work = Path(tmp)
+        work = Path(args.work_dir or tmp)
+        work.mkdir(parents=True, exist_ok=True)
         rows = []
         # one-thread models two at a time (2 cores); two-thread models alone, as a job would run
         single = [(s, 1) for s in args.seeds if 1 in args.threads]

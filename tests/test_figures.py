@@ -121,7 +121,9 @@ def test_compute_matched_points_and_curves(tmp_path):
     assert pts == {"base": (0.0, 0.0), "grpo8": (1000.0, 0.5), "grpo16": (2000.0, 0.75), "nudgerl8": (1100.0, 1.0)}
     assert data["curves"][0]["x"] == [0, 1000] and data["curves"][0]["y"] == pytest.approx([0.0, 0.5])
     assert len(fig.axes) == 2
-    assert {t.get_text() for t in fig.axes[0].get_legend().get_texts()} == {
+    # the points' legend is the figure's, under both panels (it covered points on the panel)
+    assert fig.axes[0].get_legend() is None and len(fig.legends) == 1
+    assert {t.get_text() for t in fig.legends[0].get_texts()} == {
         "Base", "GRPO (N=8)", "GRPO (N=16)", "NudgeRL (N=8)"}
 
 

@@ -24,7 +24,7 @@ TINY = {
 }
 
 
-def _snakemake(workdir, *args, timeout=900):
+def _snakemake(workdir, *args, timeout=1800):
     return subprocess.run(["snakemake", *args], cwd=workdir, capture_output=True, text=True, timeout=timeout)
 
 

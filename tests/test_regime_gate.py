@@ -57,7 +57,7 @@ def test_out_of_regime_base_model_stops_the_dag_before_any_training(workdir):
     # the smoke base model (1 layer, 12 SFT steps) cannot learn the difference table
     (workdir / "gate.yaml").write_text("regime:\n  gate: true\n")
     proc = subprocess.run(["snakemake", "--cores", "2", "--configfile", "config/smoke.yaml", "gate.yaml"],
-                          cwd=workdir, capture_output=True, text=True, timeout=900)
+                          cwd=workdir, capture_output=True, text=True, timeout=1800)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0
     assert "base model outside the regime, no RL job will start" in out

@@ -41,7 +41,7 @@ GRID = {"regime_map": {"shares": [0.05, 0.3], "methods": ["grpo2", "nudgerl2"], 
 def test_ci_sized_map_end_to_end(workdir):
     (workdir / "map.yaml").write_text(yaml.safe_dump(GRID))
     proc = subprocess.run(["snakemake", "regime_map", "--cores", "2", "--configfile", "config/smoke.yaml", "map.yaml"],
-                          cwd=workdir, capture_output=True, text=True, timeout=1200)
+                          cwd=workdir, capture_output=True, text=True, timeout=2400)
     assert proc.returncode == 0, proc.stderr[-4000:]
     res = workdir / "results" / "smoke"
     runs = pd.read_csv(res / "tables" / "regime_map.csv")

@@ -202,7 +202,11 @@ def test_smoke_slice_through_slurm(workdir, partition):
 
     # 4. A job that fails by itself (a corrupt benchmark file) fails the run and names its log.
     bench = workdir / "results" / "smoke" / "data" / "eval" / "apex.jsonl"
+    stat = bench.stat()
     bench.write_text(bench.read_text() + "{not json\n")
+    # same mtime: only the forced evaluation reads it (the diagnosis, which also reads the
+    # benchmarks, would otherwise rerun first and be the job that fails)
+    os.utime(bench, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     failed = subprocess.run(_command(TARGET, extra=("--forcerun", "evaluate")), cwd=workdir, capture_output=True,
                             text=True, timeout=600, env=_env(partition))
     assert failed.returncode == 1

@@ -129,7 +129,7 @@ def test_report_holds_every_declared_result(smoke_run):
     first = sorted(categories)[0]
     assert f"{RESULTS}/tables/table1.html" in [p for paths in categories[first].values() for p in paths]
     table1 = embedded_bytes(results[f"{RESULTS}/tables/table1.html"]).decode()
-    assert "<table>" in table1 and "GRPO (N=4)" in table1 and "Table 1: pass@1 (%)" in table1
+    assert "<table>" in table1 and "GRPO (N=8)" in table1 and "Table 1: pass@1 (%)" in table1
 
 
 def test_nudgerl_runs_pools_and_ablation_tables(smoke_run):

@@ -34,10 +34,14 @@ os.environ.update({k: os.environ.get(k, v) for k, v in ENV.items()})
 
 DATA = {"seed": 0, "train": {"size": 16, "hard_fraction": 0.0},
         "benchmarks": {"aime24": {"size": 8, "hard_fraction": 0.0}, "apex": {"size": 8, "hard_fraction": 0.5}}}
-# ~10 s of SFT: weak, but right on some easy problems, so GRPO rewards are not all zero.
-BASE = {"seed": 0, "examples": 3000, "epochs": 1.0, "arithmetic_drills": 10, "drill_epochs": 1.0,
-        "arithmetic_replay": 2, "hidden_size": 64, "intermediate_size": 128, "num_layers": 2, "num_heads": 2,
-        "batch_size": 64, "learning_rate": 0.003, "warmup_steps": 10}
+# ~30 s of SFT: weak, but right on some easy problems, so GRPO rewards are not all zero.
+# One cosine cycle of 150 steps (the 3000 traces about 3 times), no execution check (it would
+# not pass). With 47 steps (one pass) the model was so flat that greedy decoding hit near-ties,
+# and vLLM's and transformers' float kernels broke them differently.
+BASE = {"seed": 0, "examples": 3000, "max_steps": 150, "cycle_steps": 150, "anneal_steps": 10, "check_every": 1000,
+        "check_problems": 4, "arithmetic_drills": 10, "drill_epochs": 1.0, "arithmetic_replay": 2, "hidden_size": 64,
+        "intermediate_size": 128, "num_layers": 2, "num_heads": 2, "batch_size": 64, "learning_rate": 0.003,
+        "warmup_steps": 10}
 LORA = {"r": 8, "alpha": 16, "dropout": 0.0,
         "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]}
 GRPO = {"prompts_per_step": 4, "max_steps": 4, "learning_rate": 0.02, "max_completion_length": 48,

@@ -158,7 +158,7 @@ if TASK == "organism" and RMAP:
             f"{RESULTS}/benchmarks/regime_map/audit.tsv"
         params:
             results=lambda w, output: os.path.dirname(os.path.dirname(output[0])),
-            stages=[POOL_STAGE],
+            stages=[POOL_DVC_STAGE],  # this configuration's pool stage (the NudgeRL runs read it)
         shell:
             "nudgerl audit --results {params.results} --dvc-stages {params.stages} --out {output} > {log} 2>&1"
 

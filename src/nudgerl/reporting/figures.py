@@ -278,7 +278,9 @@ def compute_matched(eval_root: Path, runs_root: Path, methods: list[str], benchm
     run_seeds = seeds if isinstance(seeds, dict) else {m: seeds for m in methods}
     plt = _setup()
     panels = 2 if curves else 1
-    fig, axes = plt.subplots(1, panels, figsize=TWO_COLUMN if panels == 2 else ONE_COLUMN, constrained_layout=True,
+    width, height = TWO_COLUMN if panels == 2 else ONE_COLUMN
+    rows_of_legend = -(-len(methods) // 5)
+    fig, axes = plt.subplots(1, panels, figsize=(width, height + 0.15 * rows_of_legend), constrained_layout=True,
                              squeeze=False)
     ax = axes[0][0]
     data = {"figure": "compute_matched", "x": "rollout tokens", "y": "average pass@1", "benchmarks": benchmarks,
@@ -295,7 +297,9 @@ def compute_matched(eval_root: Path, runs_root: Path, methods: list[str], benchm
     ax.set_xlabel("rollout tokens generated in training (thousands)")
     ax.set_ylabel("average pass@1 (all benchmarks)")
     ax.grid(alpha=0.3)
-    ax.legend(frameon=False, fontsize=6, ncol=1 if len(methods) < 8 else 2)
+    # under the panels, not on them: with the ablation runs the points fill the plot area
+    fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", frameon=False, fontsize=6,
+               ncol=min(len(methods), 5))
     if curves:
         ax2 = axes[0][1]
         for m, rows in curves.items():
