@@ -52,6 +52,16 @@ def add_job_arguments(p) -> None:
     p.add_argument("--threads", type=int, default=1)
 
 
+def add_pool_sampling_arguments(p) -> None:
+    """Sampling the base policy on the training problems with their pools' hints (ranking the
+    hints, measuring strategy diversity): the model, problems, pools, sampling section, threads."""
+    p.add_argument("--model", required=True)
+    p.add_argument("--train", required=True)
+    p.add_argument("--pools", required=True)
+    p.add_argument("--params", type=json_arg, required=True, help="sampling config section as JSON")
+    p.add_argument("--threads", type=int, default=1)
+
+
 def add_command(subparsers, name: str, fn, help_: str) -> argparse.ArgumentParser:
     """A subcommand ``name`` that runs ``fn(args)``."""
     p = subparsers.add_parser(name, help=help_)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from nudgerl.arguments import add_command, add_model_arguments, json_arg, prompt_template, set_threads
+from nudgerl.arguments import (add_command, add_model_arguments, add_pool_sampling_arguments, json_arg, prompt_template,
+                               set_threads)
 
 
 def _run_helper_llm_stage(args, config_cls, build) -> None:
@@ -67,11 +68,7 @@ def register(subparsers) -> None:
 
     p = add_command(subparsers, "rank-hints", cmd_rank_hints,
                     "top-ranked hint sampling: score pool hints with the base policy")
-    p.add_argument("--model", required=True)
-    p.add_argument("--train", required=True)
-    p.add_argument("--pools", required=True)
-    p.add_argument("--params", type=json_arg, required=True)
+    add_pool_sampling_arguments(p)
     p.add_argument("--seed", type=int, default=None, help="sampling seed (default: the params' seed)")
-    p.add_argument("--threads", type=int, default=1)
     p.add_argument("--out", required=True)
     add_model_arguments(p)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from nudgerl.arguments import add_command, json_arg, set_threads
+from nudgerl.arguments import add_command, add_pool_sampling_arguments, json_arg, set_threads
 
 
 def _save_figure(fig, data, out_prefix, config, inputs) -> None:
@@ -149,12 +149,8 @@ def register(subparsers) -> None:
 
     p = _figure(subparsers, "strategy-diversity", cmd_strategy_diversity,
                 "distinct strategies, naive vs nudged (paper Fig. 1c)")
-    p.add_argument("--model", required=True)
-    p.add_argument("--train", required=True)
-    p.add_argument("--pools", required=True)
-    p.add_argument("--params", type=json_arg, required=True)
+    add_pool_sampling_arguments(p)
     p.add_argument("--nudge", type=json_arg, required=True)
-    p.add_argument("--threads", type=int, default=1)
     p.add_argument("--out-json", required=True)
 
     p = _figure(subparsers, "case-study", cmd_case_study, "one problem, two trained policies' strategies (paper Fig. 4)")

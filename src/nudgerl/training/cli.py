@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from nudgerl.arguments import (add_command, add_job_arguments, add_model_arguments, json_arg, prompt_template,
+from nudgerl.arguments import (add_command, add_model_arguments, json_arg, prompt_template,
                                 set_threads)
 
 
@@ -123,13 +123,8 @@ def _add_training(subparsers, name, fn, help_):
 
 
 def register(subparsers) -> None:
-    p = add_command(subparsers, "train-grpo", cmd_train_grpo, "GRPO training (TRL GRPOTrainer)")
-    add_job_arguments(p)
-    p.add_argument("--model", required=True)
-    p.add_argument("--train", required=True)
+    p = _add_training(subparsers, "train-grpo", cmd_train_grpo, "GRPO training (TRL GRPOTrainer)")
     p.add_argument("--num-generations", type=int, required=True)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out-dir", required=True)
     add_model_arguments(p)
 
     p = _add_training(subparsers, "train-pope", cmd_train_pope,
