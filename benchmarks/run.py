@@ -59,9 +59,10 @@ class CpuSampler(threading.Thread):
             self.samples.append({"cpu": psutil.cpu_percent(None) / 100 * psutil.cpu_count(), "jobs": jobs})
 
 
-def run_default(work: Path, configfile: str, cores: int, run_name: str) -> dict:
-    """The embedded default, cold, in a scratch git+DVC copy of the workflow; its results
-    are under results/<run_name>/."""
+def run_default(work: Path, configfile: str, cores: int, run_name: str, targets: tuple[str, ...] = (),
+                wall_target_s: float = WALL_TARGET_S) -> dict:
+    """The embedded default (or the given Snakemake targets), cold, in a scratch git+DVC copy
+    of the workflow; its results are under results/<run_name>/."""
     for name in WORKFLOW:
         src = REPO / name
         if src.exists():
@@ -71,7 +72,7 @@ def run_default(work: Path, configfile: str, cores: int, run_name: str) -> dict:
     sampler = CpuSampler()
     sampler.start()
     t0 = time.perf_counter()
-    proc = subprocess.run([*tool_command("snakemake"), "--cores", str(cores), "--configfile", configfile],
+    proc = subprocess.run([*tool_command("snakemake"), *targets, "--cores", str(cores), "--configfile", configfile],
                           cwd=work, capture_output=True, text=True)
     wall = time.perf_counter() - t0
     sampler.stop.set()
@@ -99,8 +100,8 @@ def run_default(work: Path, configfile: str, cores: int, run_name: str) -> dict:
         "share_of_training_time_with_2_jobs": round(sum(len(s["jobs"]) >= 2 for s in training) / max(1, len(training)), 3),
         "cpu_utilisation_overall": round(sum(s["cpu"] for s in sampler.samples) / max(1, len(sampler.samples)) / cores, 3),
         "per_rule": dict(sorted(per_rule.items(), key=lambda kv: -kv[1]["wall_s"])),
-        "target": f"wall_seconds <= {WALL_TARGET_S}",
-        "met": wall <= WALL_TARGET_S,
+        "target": f"wall_seconds <= {wall_target_s:g}",
+        "met": wall <= wall_target_s,
     }
 
 
