@@ -54,6 +54,26 @@ def resolve_gguf(source: dict) -> Path:
     raise ValueError("gguf source: give 'path' (a .gguf file) or 'package' and 'file'")
 
 
+def _align_special_tokens(tokenizer, model_config) -> dict:
+    """Give the tokenizer the GGUF's bos/eos/pad token ids, and return them by name.
+
+    transformers 5.17 reads SmolLM2's GGUF tokenizer with eos = ``<|im_start|>`` (id 1) and
+    no pad token, while the GGUF's metadata (``tokenizer.ggml.eos_token_id`` 2,
+    ``padding_token_id`` 2), which the same loader puts into the model config, says
+    ``<|im_end|>``: generation would then run past the end of the turn and batched
+    sampling cannot pad. The model config's ids are the GGUF's, so they win."""
+    found = {}
+    for name in ("bos", "eos", "pad"):
+        token_id = getattr(model_config, f"{name}_token_id", None)
+        if token_id is None:
+            continue
+        token = tokenizer.convert_ids_to_tokens(int(token_id))
+        if getattr(tokenizer, f"{name}_token") != token:
+            setattr(tokenizer, f"{name}_token", token)
+        found[name] = token
+    return found
+
+
 def convert_gguf(gguf_path: str | Path, out_dir: str | Path, dtype: str = "bfloat16") -> dict:
     """Dequantize a GGUF checkpoint into ``out_dir`` (model + tokenizer, safetensors).
 
@@ -68,6 +88,7 @@ def convert_gguf(gguf_path: str | Path, out_dir: str | Path, dtype: str = "bfloa
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
     model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=getattr(torch, dtype),
                                                  quantization_config=GgufConfig(dequantize=True))
+    special = _align_special_tokens(tokenizer, model.config)
     tmp = out_dir.with_name(out_dir.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(str(tmp))
@@ -81,6 +102,7 @@ def convert_gguf(gguf_path: str | Path, out_dir: str | Path, dtype: str = "bfloa
         "parameters": sum(p.numel() for p in model.parameters()),
         "vocab_size": model.config.vocab_size,
         "chat_template": tokenizer.chat_template is not None,
+        "special_tokens": special,
     }
     atomic_write_text(tmp / "conversion.json", json.dumps(info, indent=2))
     if out_dir.exists():

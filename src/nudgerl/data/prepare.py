@@ -1,9 +1,10 @@
 """Real datasets: the training set (DAPO-Math-17k) and the evaluation benchmarks.
 
 A dataset spec (a config entry under ``data.train`` or ``data.benchmarks.<name>``) names
-*either* a Hugging Face dataset (``hf``, with a pinned ``revision``, optional ``hf_config``
-and ``split``) *or* a local file (``path``: .jsonl, .json or .parquet; a relative path is
-resolved against ``data.local_dir``). Field names map the source's columns to the
+one source: a Hugging Face dataset (``hf``, with a pinned ``revision``, optional ``hf_config``
+and ``split``), a local file (``path``: .jsonl, .json or .parquet; a relative path is
+resolved against ``data.local_dir``), or a generated set (``generate``: see
+:func:`arithmetic_rows`, a real-LM task a 135M model partly solves). Field names map the source's columns to the
 project's problem rows ``{id, problem, answer, ...}``; ``filter`` keeps rows whose fields
 equal the given values (MATH-500 level 5); ``size`` + ``selection`` (``first`` | ``random``
 with ``seed``) choose a subset. Every prepared file gets a provenance sidecar with the
@@ -27,6 +28,7 @@ class DatasetSpec:
     hf_config: str | None = None  # the HF dataset's config name ("en" for DAPO-Math-17k-Processed)
     split: str = "train"
     path: str | None = None  # local .jsonl / .json / .parquet instead of hf
+    generate: dict | None = None  # a generated set instead: {kind: arithmetic, ...} (arithmetic_rows)
     id_field: str | None = None  # None: "<prefix>-<row index in the source>"
     id_prefix: str | None = None
     problem_field: str = "problem"
@@ -43,8 +45,9 @@ class DatasetSpec:
         if unknown:
             raise ValueError(f"{where}: unknown key(s) {sorted(unknown)}")
         spec = cls(**d)
-        if (spec.hf is None) == (spec.path is None):
-            raise ValueError(f"{where}: give exactly one of 'hf' (a Hugging Face dataset id) or 'path' (a local file)")
+        if sum(x is not None for x in (spec.hf, spec.path, spec.generate)) != 1:
+            raise ValueError(f"{where}: give exactly one of 'hf' (a Hugging Face dataset id), 'path' (a local file) "
+                             "or 'generate' (a generated set)")
         if spec.selection not in ("first", "random"):
             raise ValueError(f"{where}.selection: {spec.selection!r}; use 'first' or 'random'")
         return spec
@@ -81,6 +84,33 @@ def _hf_rows(spec: DatasetSpec) -> tuple[list[dict], dict]:
                           "revision": spec.revision, "fingerprint": getattr(ds, "_fingerprint", None)}
 
 
+ARITHMETIC_OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
+ARITHMETIC_OP_NAMES = {"+": "plus", "-": "minus", "*": "times"}  # problem ids: no operator characters
+
+
+def arithmetic_rows(kind: str = "arithmetic", ops: list[str] = ("+", "*"), low: int = 1, high: int = 9,
+                    part: str = "train", heldout_fraction: float = 0.4, seed: int = 0) -> list[dict]:
+    """Every ``a <op> b`` with ``low <= a, b <= high``, as problems, split into two disjoint
+    parts: the problems are shuffled with ``seed`` and the first ``heldout_fraction`` of
+    them are ``heldout``, the rest ``train``. The same seed gives the same split for both
+    parts, so a training set and a held-out benchmark never share a problem."""
+    if kind != "arithmetic":
+        raise ValueError(f"generate.kind: {kind!r}; the one generated set is 'arithmetic'")
+    unknown = sorted(set(ops) - set(ARITHMETIC_OPS))
+    if unknown or not ops:
+        raise ValueError(f"generate.ops: {unknown or ops!r}; use some of {sorted(ARITHMETIC_OPS)}")
+    if part not in ("train", "heldout"):
+        raise ValueError(f"generate.part: {part!r}; use 'train' or 'heldout'")
+    if not 0 < heldout_fraction < 1 or low > high:
+        raise ValueError(f"generate: need 0 < heldout_fraction < 1 and low <= high (got {heldout_fraction}, {low}, {high})")
+    problems = [(a, op, b) for op in ops for a in range(low, high + 1) for b in range(low, high + 1)]
+    random.Random(seed).shuffle(problems)
+    cut = round(len(problems) * heldout_fraction)
+    chosen = problems[:cut] if part == "heldout" else problems[cut:]
+    return [{"id": f"arith-{a}-{ARITHMETIC_OP_NAMES[op]}-{b}", "problem": f"What is {a} {op} {b}?", "answer": str(ARITHMETIC_OPS[op](a, b))}
+            for a, op, b in chosen]
+
+
 def _answer(value) -> str:
     # Some sources store integer answers as floats (AMC23: 27.0): write "27".
     if isinstance(value, float) and value.is_integer():
@@ -90,7 +120,13 @@ def _answer(value) -> str:
 
 def load_rows(spec: DatasetSpec, name: str, local_dir: str | Path | None = None) -> tuple[list[dict], dict]:
     """Problem rows of a spec (filtered, subset chosen) and a description of the source."""
-    if spec.path is not None:
+    if spec.generate is not None:
+        try:
+            raw = arithmetic_rows(**spec.generate)
+        except TypeError as e:
+            raise ValueError(f"data.{name}.generate: {e}") from None
+        source = {"generate": dict(spec.generate)}
+    elif spec.path is not None:
         path = Path(spec.path)
         if not path.is_absolute() and local_dir is not None:
             path = Path(local_dir) / path

@@ -251,6 +251,22 @@ def build_trainer(trainer_cls, model_dir: str, train_records: list[dict], cfg, r
     )
 
 
+def lora_update_norm(model) -> dict | None:
+    """How far LoRA moved the weights: the Frobenius norm of every adapted layer's update
+    dW = scaling * B @ A, summed in squares over layers (0 before training: peft starts B
+    at zero). None for a model without LoRA layers."""
+    total, layers = 0.0, 0
+    for module in model.modules():
+        lora_a, lora_b = getattr(module, "lora_A", None), getattr(module, "lora_B", None)
+        if lora_a is None or lora_b is None:
+            continue
+        for name in lora_a:
+            delta = (lora_b[name].weight.float() @ lora_a[name].weight.float()) * module.scaling[name]
+            total += float(delta.pow(2).sum())
+            layers += 1
+    return {"layers": layers, "delta_w_frobenius": total ** 0.5} if layers else None
+
+
 def run_training(trainer_cls, model_dir, train_records, cfg, run_dir: Path, revision: str | None = None,
                  **extra) -> dict:
     """Train (resuming from the last complete checkpoint if one exists), save the final model
@@ -274,6 +290,9 @@ def run_training(trainer_cls, model_dir, train_records, cfg, run_dir: Path, revi
         t0 = time.perf_counter()
         trainer.train(resume_from_checkpoint=resume)
     check_continuous(metrics_path, trainer.state.global_step, generation_interval(cfg))
+    lora_norm = lora_update_norm(trainer.model) if cfg.lora else None
+    if lora_norm is not None:
+        print(f"LoRA update: ||dW||_F = {lora_norm['delta_w_frobenius']:.6g} over {lora_norm['layers']} layers", flush=True)
     # The model folder is written under a temporary name and renamed into place, so a kill
     # during the save never leaves a half-written model/ behind.
     import shutil
@@ -294,6 +313,7 @@ def run_training(trainer_cls, model_dir, train_records, cfg, run_dir: Path, revi
         "global_step": trainer.state.global_step,
         "gpus": _gpu_count(),
         "config": asdict(cfg),
+        **({"lora_update": lora_norm} if lora_norm is not None else {}),
     }
 
 
