@@ -90,3 +90,17 @@ def test_job_list(tmp_path):
     # the arithmetic set is generated, not read: no local data directory is needed
     assert "nudgerl prepare-data --name arith_heldout" in out and "--local-dir" not in out
     assert "pools_smollm2_arith@smollm2_arith" in out
+
+
+def test_the_configs_answer_region_does_not_reward_restating_the_problem():
+    """The exploit a first run found: math-verify reads "3 * 3" as 9, so a policy that
+    restates each problem scores 1.0 when the whole completion is graded. The config's
+    region (the last integer) scores it 0 and still reads a worked, boxed answer."""
+    from nudgerl.evaluation.grading import grade
+
+    region = CONFIG["prompts"]["templates"]["arith_worked_example"]["answer_region"]
+    assert grade("3 * 3", "9", region=None) == 1.0  # the exploit, under the whole-completion rule
+    assert grade("3 * 3", "9", region=region) == 0.0
+    assert grade("\\boxed{3*3}", "9", region=region) == 0.0
+    assert grade("3 * 3 = 9, which is \\boxed{9}.", "9", region=region) == 1.0
+    assert grade("The answer is 60.", "9", region=region) == 0.0

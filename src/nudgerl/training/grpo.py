@@ -255,14 +255,17 @@ def lora_update_norm(model) -> dict | None:
     """How far LoRA moved the weights: the Frobenius norm of every adapted layer's update
     dW = scaling * B @ A, summed in squares over layers (0 before training: peft starts B
     at zero). None for a model without LoRA layers."""
+    import torch
+
     total, layers = 0.0, 0
     for module in model.modules():
         lora_a, lora_b = getattr(module, "lora_A", None), getattr(module, "lora_B", None)
         if lora_a is None or lora_b is None:
             continue
         for name in lora_a:
-            delta = (lora_b[name].weight.float() @ lora_a[name].weight.float()) * module.scaling[name]
-            total += float(delta.pow(2).sum())
+            with torch.no_grad():
+                delta = (lora_b[name].weight.float() @ lora_a[name].weight.float()) * module.scaling[name]
+                total += float(delta.pow(2).sum())
             layers += 1
     return {"layers": layers, "delta_w_frobenius": total ** 0.5} if layers else None
 
