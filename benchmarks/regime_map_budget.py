@@ -60,15 +60,19 @@ def summary_markdown(res: dict) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--configfile", default="config/config.yaml")
+    ap.add_argument("--configfile", nargs="+", default=["config/config.yaml"],
+                    help="config files, later ones overlaying earlier (a test run: config/smoke.yaml + a small grid)")
     ap.add_argument("--cores", type=int, default=2)
     ap.add_argument("--out", default=str(REPO / "benchmarks" / "regime_map.json"))
     ap.add_argument("--keep", help="copy the map's tables, figures and audit here")
     args = ap.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    config = yaml.safe_load((REPO / args.configfile).read_text())
-    res = {"command": "python benchmarks/regime_map_budget.py", "date": time.strftime("%Y-%m-%d %H:%M %Z"),
+    config = {}
+    for path in args.configfile:
+        config.update(yaml.safe_load((REPO / path).read_text()))  # run_name: the last file that sets it
+    res = {"command": "python benchmarks/regime_map_budget.py --configfile " + " ".join(args.configfile),
+           "date": time.strftime("%Y-%m-%d %H:%M %Z"),
            "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
            "code_version": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
                                           capture_output=True, text=True).stdout.strip()}

@@ -72,7 +72,8 @@ def run_default(work: Path, configfile: str, cores: int, run_name: str, targets:
     sampler = CpuSampler()
     sampler.start()
     t0 = time.perf_counter()
-    proc = subprocess.run([*tool_command("snakemake"), *targets, "--cores", str(cores), "--configfile", configfile],
+    configfiles = [configfile] if isinstance(configfile, str) else list(configfile)  # later ones overlay earlier
+    proc = subprocess.run([*tool_command("snakemake"), *targets, "--cores", str(cores), "--configfile", *configfiles],
                           cwd=work, capture_output=True, text=True)
     wall = time.perf_counter() - t0
     sampler.stop.set()

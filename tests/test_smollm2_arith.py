@@ -68,8 +68,8 @@ def test_lora_update_norm_is_the_norm_of_scaling_b_a():
         if hasattr(module, "lora_B"):
             with torch.no_grad():
                 module.lora_B["default"].weight.normal_()
-            delta = module.lora_B["default"].weight @ module.lora_A["default"].weight * module.scaling["default"]
-            expected += float(delta.pow(2).sum())
+                delta = module.lora_B["default"].weight @ module.lora_A["default"].weight * module.scaling["default"]
+                expected += float(delta.pow(2).sum())
     got = lora_update_norm(model)
     assert got["layers"] == 2 and got["delta_w_frobenius"] == pytest.approx(expected ** 0.5, rel=1e-6)
     assert lora_update_norm(base.__class__(torch.nn.Linear(2, 2))) is None
