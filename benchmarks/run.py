@@ -1,6 +1,6 @@
 """The benchmark suite: one command, all figures side by side in the same run.
 
-    python benchmarks/run.py                  # everything, ~15 min on 2 cores
+    python benchmarks/run.py                  # everything, ~25 min on 2 cores
     python benchmarks/run.py --skip-default   # only the side-by-side ratios (~3 min), on a
                                               # randomly initialised model of the default shape
 
