@@ -32,12 +32,15 @@ WALL_TARGET_S = 3600  # issue: the map, cold, within 60 min on 2 cores
 
 
 def per_job_kind(results: Path) -> dict:
-    """Wall and CPU seconds of the map's jobs, by kind (train_grpo8, curve, base model, ...)."""
+    """Wall and CPU seconds of the map's jobs, by kind (train_grpo8, curve, base model, ...),
+    with the drilled models (phase 1 of the base models) the map's base models start from."""
     kinds = defaultdict(lambda: {"jobs": 0, "wall_s": 0.0, "cpu_s": 0.0})
-    for tsv in (results / "benchmarks" / "regime_map").rglob("*.tsv"):
+    tsvs = [*(results / "benchmarks" / "regime_map").rglob("*.tsv"), *(results / "benchmarks" / "drilled_model").glob("*.tsv")]
+    for tsv in tsvs:
         stem = tsv.stem
-        kind = ("curve" if stem.startswith("curve_") else "base_model" if stem.startswith("base")
-                else "diagnose" if stem.startswith("diagnos") else stem.rsplit("_seed", 1)[0])
+        kind = ("drilled_model" if tsv.parent.name == "drilled_model" else "curve" if stem.startswith("curve_")
+                else "base_model" if stem.startswith("base") else "diagnose" if stem.startswith("diagnos")
+                else stem.rsplit("_seed", 1)[0])
         row = tsv.read_text().splitlines()[1].split("\t")
         k = kinds[kind]
         k["jobs"] += 1

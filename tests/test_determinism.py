@@ -8,7 +8,7 @@ import torch
 
 from nudgerl.evaluation.benchmarks import evaluate_model
 from nudgerl.organism import task
-from nudgerl.organism.base_model import BaseModelConfig, train_base_model
+from nudgerl.organism.base_model import BaseModelConfig, drill_base_model, train_base_model
 from nudgerl.evaluation.sampling import SamplingParams, chat_prompt, generate, load_policy
 from nudgerl.training.grpo import GRPORunConfig, train_grpo
 
@@ -47,6 +47,26 @@ def test_base_model_and_samples_are_seeded(tmp_path, base_model):
     first = generate(model, tok, prompts, SamplingParams(n=4, seed=3))
     assert first == generate(model, tok, prompts, SamplingParams(n=4, seed=3))
     assert first != generate(model, tok, prompts, SamplingParams(n=4, seed=4))
+
+
+def test_a_base_model_from_a_shared_drill_is_the_one_built_in_one_go(tmp_path, base_model):
+    """Phase 1 saved (weights, RNG states) and read back gives the same base model, bit for
+    bit: the regime map's base models of a seed share its drilled model."""
+    drilled = tmp_path / "drilled"
+    drill_base_model(BaseModelConfig(seed=0, **TINY), drilled, log=lambda s: None)
+    report = train_base_model(BaseModelConfig(seed=0, **TINY), tmp_path / "two_step", log=lambda s: None,
+                              drilled=drilled)
+    assert (tmp_path / "two_step" / "model.safetensors").read_bytes() == (base_model / "model.safetensors").read_bytes()
+    assert report["drilled_from"] == str(drilled)
+    # another SFT mixture over the same drill: a different base model, phase 1 still shared
+    other = train_base_model(BaseModelConfig(seed=0, **TINY, unhinted_strategy_weights={
+        "common_difference": 0.5, "first_difference": 0.2, "sum_of_last_two": 0.1, "difference_table": 0.2}),
+        tmp_path / "other", log=lambda s: None, drilled=drilled)
+    assert other["loss_history"][0] == report["loss_history"][0]
+    assert not _same_weights(_weights(tmp_path / "other"), _weights(base_model))
+    # a drill of other settings is refused, naming the setting
+    with pytest.raises(ValueError, match=r"drill_report.json: drilled with other settings: seed=0 \(this base model: 1\)"):
+        train_base_model(BaseModelConfig(seed=1, **TINY), tmp_path / "wrong", log=lambda s: None, drilled=drilled)
 
 
 def _metrics(run_dir):

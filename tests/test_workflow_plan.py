@@ -99,6 +99,17 @@ def test_section_leaves_out_other_rules_keys():
     assert not set(GRPO_RUN_EXCLUDE) & set(grpo)
 
 
+def test_the_drill_reads_no_sft_setting_so_the_regime_map_shares_it():
+    plan = WorkflowPlan(_config())
+    drill = yaml.safe_load(plan.drill_section())
+    assert drill and set(drill) <= set(plan.config["base_model"])
+    assert "unhinted_strategy_weights" not in drill and "examples" not in drill
+    shares = plan.config["regime_map"]["shares"]
+    cells = [plan.regime_map_base_config(share) for share in shares]
+    assert all({k: cell[k] for k in drill} == drill for cell in cells)  # every cell: the same drill
+    assert len({str(cell["unhinted_strategy_weights"]) for cell in cells}) == len(shares)  # other SFT mixtures
+
+
 def test_launcher_uses_accelerate_for_more_than_one_gpu():
     plan = WorkflowPlan(_config())
     assert plan.launcher(None, SimpleNamespace(gpu=1)) == "nudgerl"

@@ -63,6 +63,8 @@ class WorkflowPlan:
         self.POOLS = f"{self.SHARED}/pools/{self.POOL_STAGE}.jsonl"
         self.RANKED_POOLS = f"{self.RESULTS}/pools/{self.POOL_STAGE}.ranked.seed{{seed}}.jsonl"  # ranked by each replicate's base policy
         self.BASE_MODEL = f"{self.SHARED}/models/base/seed{{seed}}"  # the organism's base model of one replicate
+        # its phase 1 (the arithmetic drill), shared with the regime map's base models of that seed
+        self.DRILLED_MODEL = f"{self.SHARED}/models/drilled/seed{{seed}}"
         self.DIAGNOSIS = f"{self.RESULTS}/diagnostics/base_model/seed{{seed}}"  # its diagnosis (.json, .md) and regime (.regime.json)
         # The DVC stages of this configuration: dvc.yaml's group for the section, expanded per run.
         self.POOL_DVC_STAGE = stage_name(self.POOL_STAGE, self.RUN)
@@ -236,6 +238,14 @@ class WorkflowPlan:
         out, so changing them does not re-run this one."""
         cfg = {k: v for k, v in self.config.get(name, {}).items() if k not in exclude}
         return json.dumps({**cfg, **extra}, sort_keys=True)
+
+    def drill_section(self):
+        """The base_model keys phase 1 reads, as JSON: SFT settings (the regime map's mixtures
+        among them) do not re-run the drill."""
+        from nudgerl.organism.base_model import DRILL_KEYS
+
+        return json.dumps({k: v for k, v in self.config.get("base_model", {}).items() if k in DRILL_KEYS},
+                          sort_keys=True)
 
     def gguf_source(self, name):
         """The GGUF of models[name]: {path} or {package, file} (dtype aside)."""

@@ -1,7 +1,28 @@
 if TASK == "organism":
 
+    rule drilled_model:
+        """Phase 1 of the base model: a tiny causal LM from scratch, drilled on arithmetic facts."""
+        output:
+            directory(DRILLED_MODEL),
+        params:
+            cfg=drill_section(),
+        threads: rule_threads("base_model")
+        resources:
+            **rule_resources("base_model", mem_mb=2000),
+        conda:
+            "../envs/nudgerl.yaml"
+        log:
+            f"{SHARED}/logs/drilled_model/seed{{seed}}.log",
+        benchmark:
+            f"{SHARED}/benchmarks/drilled_model/seed{{seed}}.tsv"
+        shell:
+            "nudgerl drill-base --params {params.cfg:q} --seed {wildcards.seed} --threads {threads} "
+            "--out-dir {output} > {log} 2>&1"
+
     rule base_model:
-        """SFT a tiny causal LM from scratch (one per replicate): the stand-in for the paper's instruct model."""
+        """SFT a tiny causal LM (one per replicate): the stand-in for the paper's instruct model."""
+        input:
+            drilled=DRILLED_MODEL,
         output:
             directory(BASE_MODEL),
         params:
@@ -17,7 +38,7 @@ if TASK == "organism":
             f"{SHARED}/benchmarks/base_model/seed{{seed}}.tsv"
         shell:
             "nudgerl train-base --params {params.cfg:q} --seed {wildcards.seed} --threads {threads} "
-            "--out-dir {output} > {log} 2>&1"
+            "--drilled {input.drilled} --out-dir {output} > {log} 2>&1"
 
     rule diagnose_base:
         """The exploration bottleneck, measured: strategy use and hinted vs unhinted pass@1."""

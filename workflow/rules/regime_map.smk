@@ -20,7 +20,10 @@ if TASK == "organism" and RMAP:
             "nudgerl hard-problems --benchmarks {input} --out {output} > {log} 2>&1"
 
     rule regime_map_base_model:
-        """A base model whose unhinted SFT mixture puts the always-right strategy at `share`."""
+        """A base model whose unhinted SFT mixture puts the always-right strategy at `share`
+        (phase 1 shared with the default's base model of the seed)."""
+        input:
+            drilled=DRILLED_MODEL,
         output:
             directory(f"{RMAP_CELL}/models/base/seed{{seed}}"),
         params:
@@ -36,7 +39,7 @@ if TASK == "organism" and RMAP:
             f"{RESULTS}/benchmarks/regime_map/share{{share}}/base_model_seed{{seed}}.tsv"
         shell:
             "nudgerl train-base --params {params.cfg:q} --seed {wildcards.seed} --threads {threads} "
-            "--out-dir {output} > {log} 2>&1"
+            "--drilled {input.drilled} --out-dir {output} > {log} 2>&1"
 
     rule regime_map_diagnose:
         """The base model's measured share (the map's x axis) and the rest of its diagnosis."""

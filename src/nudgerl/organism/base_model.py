@@ -8,12 +8,14 @@ policy's support but rarely sampled, and a hint naming it unlocks it.
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nudgerl.evaluation.sampling import GENERATE_CACHE
 from nudgerl.organism import task
 
 
@@ -246,7 +248,8 @@ def execution_check(model, tokenizer, problems: list, batch_size: int = 256) -> 
                 enc = tokenizer(prompts[i : i + batch_size], return_tensors="pt", padding=True,
                                 padding_side="left", add_special_tokens=False)
                 out = model.generate(**enc, max_new_tokens=task.MAX_TRACE_TOKENS, do_sample=False,
-                                     pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
+                                     pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+                                     **GENERATE_CACHE)
                 texts = tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
                 right += sum(t.strip() == task.trace(p.terms, name) for p, t in zip(problems[i:], texts))
             scores[name] = right / len(problems)
@@ -353,8 +356,21 @@ def _sft_phase(model, tokenizer, cfg: BaseModelConfig, gen, log) -> tuple[list, 
     return history, check
 
 
-def train_base_model(cfg: BaseModelConfig, out_dir: str | Path, log=print) -> dict:
-    """Train and save an HF model directory (model, tokenizer, generation config)."""
+# What phase 1 (the arithmetic drill) depends on, and nothing else: the SFT mixture is not
+# among them, so the regime map's base models of one replicate seed share one drilled model.
+DRILL_KEYS = ("seed", "arithmetic_drills", "drill_epochs", "batch_size", "learning_rate", "warmup_steps",
+              "weight_decay", "hidden_size", "intermediate_size", "num_layers", "num_heads")
+DRILL_REPORT = "drill_report.json"
+DRILL_RNG = "rng_state.pt"
+
+
+def drill_config(cfg: BaseModelConfig) -> dict:
+    import torch
+
+    return {**{k: getattr(cfg, k) for k in DRILL_KEYS}, "threads": torch.get_num_threads()}
+
+
+def _fresh_start(cfg: BaseModelConfig):
     import torch
 
     from nudgerl.organism.tokenizer import build_tokenizer
@@ -362,9 +378,66 @@ def train_base_model(cfg: BaseModelConfig, out_dir: str | Path, log=print) -> di
     torch.manual_seed(cfg.seed)
     gen = torch.Generator().manual_seed(cfg.seed)
     tokenizer = build_tokenizer()
-    model = new_model(tokenizer, cfg)
+    return tokenizer, new_model(tokenizer, cfg), gen
+
+
+def drill_base_model(cfg: BaseModelConfig, out_dir: str | Path, log=print) -> dict:
+    """Phase 1 alone, saved with the RNG states phase 2 continues from: a base model built
+    from it (:func:`train_base_model` with ``drilled``) equals one built in one go, bit for bit."""
+    import torch
+
+    tokenizer, model, gen = _fresh_start(cfg)
     t0 = time.perf_counter()
     history = _drill_phase(model, tokenizer, cfg, gen, log)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out_dir)
+    tokenizer.save_pretrained(out_dir)
+    torch.save({"generator": gen.get_state(), "torch": torch.get_rng_state()}, out_dir / DRILL_RNG)
+    report = {"drill": drill_config(cfg), "seconds": time.perf_counter() - t0, "loss_history": history}
+    (out_dir / DRILL_REPORT).write_text(json.dumps(report, indent=2))
+    return report
+
+
+def _drilled_start(cfg: BaseModelConfig, drilled: Path):
+    """Model, tokenizer, generator and drill history where :func:`drill_base_model` left them."""
+    import torch
+    from transformers import LlamaForCausalLM
+
+    from nudgerl.organism.tokenizer import build_tokenizer
+
+    report_path = drilled / DRILL_REPORT
+    if not report_path.exists():
+        raise FileNotFoundError(f"{drilled}: no {DRILL_REPORT}; not a drilled model (nudgerl drill-base writes one)")
+    report = json.loads(report_path.read_text())
+    want = drill_config(cfg)
+    wrong = [f"{k}={report['drill'].get(k)!r} (this base model: {want[k]!r})" for k in want
+             if report["drill"].get(k) != want[k]]
+    if wrong:
+        raise ValueError(f"{report_path}: drilled with other settings: {'; '.join(wrong)}")
+    model = LlamaForCausalLM.from_pretrained(drilled, dtype=torch.float32)
+    tokenizer = build_tokenizer()
+    states = torch.load(drilled / DRILL_RNG)
+    gen = torch.Generator()
+    gen.set_state(states["generator"])
+    torch.set_rng_state(states["torch"])
+    model.train()
+    return tokenizer, model, gen, report
+
+
+def train_base_model(cfg: BaseModelConfig, out_dir: str | Path, log=print, drilled: str | Path | None = None) -> dict:
+    """Train and save an HF model directory (model, tokenizer, generation config). With
+    ``drilled`` (a :func:`drill_base_model` folder of the same seed and drill settings),
+    phase 1 is read from there instead of run."""
+    t0 = time.perf_counter()
+    if drilled is None:
+        tokenizer, model, gen = _fresh_start(cfg)
+        history = _drill_phase(model, tokenizer, cfg, gen, log)
+        drill_seconds = None
+    else:
+        tokenizer, model, gen, drill = _drilled_start(cfg, Path(drilled))
+        history, drill_seconds = drill["loss_history"], drill["seconds"]
+        log(f"arithmetic drill read from {drilled} ({drill_seconds:.0f}s when it was run)")
     sft_history, check = _sft_phase(model, tokenizer, cfg, gen, log)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.generation_config.eos_token_id = tokenizer.eos_token_id
@@ -379,6 +452,7 @@ def train_base_model(cfg: BaseModelConfig, out_dir: str | Path, log=print) -> di
         "parameters": sum(p.numel() for p in model.parameters()),
         "final_loss": history[-1]["loss"],
         "seconds": time.perf_counter() - t0,
+        **({"drilled_from": str(drilled), "drill_seconds": drill_seconds} if drilled is not None else {}),
         "execution_check": check,
         "loss_history": history,
     }

@@ -28,22 +28,45 @@ def cmd_make_data(args) -> None:
     print(f"wrote {len(train)} training problems and {len(specs)} benchmarks to {out}")
 
 
+def _build_in_place(out_dir: str, build) -> None:
+    """``build(tmp)`` writes a model folder under a temporary name, renamed into place after:
+    a kill never leaves a half-saved model."""
+    out = Path(out_dir)
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    build(tmp)
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(tmp, out)
+
+
 def cmd_train_base(args) -> None:
     set_threads(args.threads)
     from nudgerl.io import atomic_write_text, write_provenance
     from nudgerl.organism.base_model import BaseModelConfig, train_base_model
 
     cfg = BaseModelConfig(**{**args.params, "seed": args.seed})
-    out = Path(args.out_dir)
-    # Built under a temporary name and renamed into place: a kill never leaves a half-saved model.
-    tmp = out.with_name(out.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    report = train_base_model(cfg, tmp)
-    report["threads"] = args.threads  # float summation order depends on it
-    atomic_write_text(tmp / "sft_report.json", json.dumps(report, indent=2))
-    write_provenance(tmp, args.params, {"base_model": cfg.seed})
-    shutil.rmtree(out, ignore_errors=True)
-    os.replace(tmp, out)
+
+    def build(tmp: Path) -> None:
+        report = train_base_model(cfg, tmp, drilled=args.drilled)
+        report["threads"] = args.threads  # float summation order depends on it
+        atomic_write_text(tmp / "sft_report.json", json.dumps(report, indent=2))
+        write_provenance(tmp, args.params, {"base_model": cfg.seed}, inputs=[args.drilled] if args.drilled else ())
+
+    _build_in_place(args.out_dir, build)
+
+
+def cmd_drill_base(args) -> None:
+    set_threads(args.threads)
+    from nudgerl.io import write_provenance
+    from nudgerl.organism.base_model import BaseModelConfig, drill_base_model
+
+    cfg = BaseModelConfig(**{**args.params, "seed": args.seed})
+
+    def build(tmp: Path) -> None:
+        drill_base_model(cfg, tmp)
+        write_provenance(tmp, args.params, {"base_model": cfg.seed})
+
+    _build_in_place(args.out_dir, build)
 
 
 TITLE = "organism: the synthetic task's data and base model"
@@ -57,4 +80,11 @@ def register(subparsers) -> None:
     p = add_command(subparsers, "train-base", cmd_train_base, "SFT the organism's tiny base model from scratch")
     add_job_arguments(p)
     p.add_argument("--seed", type=int, default=0, help="the replicate: SFT data, initialisation, order")
+    p.add_argument("--drilled", help="a drill-base folder of the same seed: phase 1 read from there, not run")
+    p.add_argument("--out-dir", required=True)
+
+    p = add_command(subparsers, "drill-base", cmd_drill_base,
+                    "phase 1 of train-base alone (the arithmetic drill), for base models that share it")
+    add_job_arguments(p)  # --params: the base_model section (phase 1 reads base_model.DRILL_KEYS only)
+    p.add_argument("--seed", type=int, default=0, help="the replicate: initialisation, drill order")
     p.add_argument("--out-dir", required=True)

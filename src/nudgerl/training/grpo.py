@@ -58,6 +58,10 @@ class GRPORunConfig:
     gradient_checkpointing: bool | None = None  # None: TRL's default
     vllm_gpu_memory_utilization: float = 0.3
     vllm_tensor_parallel_size: int = 1
+    # KV cache of TRL's transformers generation (not vLLM's): "static" pre-allocates prompt +
+    # completion instead of concatenating per token (fewer CPU seconds, the same rollouts and
+    # weights: tests/test_sampling.py); None: transformers' dynamic cache.
+    cache_implementation: str | None = "static"
     # Correction of the vLLM sampler / trained policy mismatch (TRL's options; None: TRL's
     # default, sequence_mask at 3.0). The authors' TRL 0.23 clamped each token's ratio at 2
     # (token_truncate, clip_max 2.0).
@@ -121,6 +125,7 @@ def trl_config(cfg: GRPORunConfig, output_dir: str):
         optim=cfg.optim,
         use_vllm=cfg.use_vllm,
         vllm_mode=cfg.vllm_mode,
+        cache_implementation=cfg.cache_implementation,
         remove_unused_columns=False,
         dataloader_num_workers=0,
         disable_tqdm=True,
