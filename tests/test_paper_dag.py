@@ -82,7 +82,7 @@ def test_job_counts_are_the_papers_matrix(paper_dry_run):
     # 2 models x (4 GRPO + 5 eps_high + POPE + NudgeRL + 7 ablation runs), 5 benchmarks
     assert expected["train_nudgerl"] == 16 and expected["train_grpo_eps"] == 10 and expected["prepare_benchmark"] == 5
     assert {k: counts.get(k, 0) for k in expected} == expected
-    for organism_rule in ("organism_data", "base_model", "diagnose_base", "strategy_diversity", "case_study"):
+    for organism_rule in ("organism_data", "drilled_model", "base_model", "diagnose_base", "strategy_diversity", "case_study"):
         assert organism_rule not in counts
 
 

@@ -174,7 +174,8 @@ def test_smoke_slice_through_slurm(workdir, partition):
     assert TRAIN_LOG in first  # the failed job's log is named
     done_first = _assert_all_in_slurm(first, workdir)
     assert {c.split("_wildcards")[0] for c in done_first} == {
-        "rule_organism_data", "rule_base_model", "rule_diagnose_base", "rule_regime_gate", "rule_strategy_pools"}
+        "rule_organism_data", "rule_drilled_model", "rule_base_model", "rule_diagnose_base", "rule_regime_gate",
+        "rule_strategy_pools"}
 
     # 2. The same command again: only the killed job and the evaluation run, and training
     #    resumes from its last complete checkpoint.
