@@ -40,18 +40,16 @@ def _run(cmd: list[str], log: Path) -> float:
 
 def build(work: Path, config: dict, seed: int, threads: int) -> dict:
     """One base model, its diagnosis and regime verdict (the DAG's three rules)."""
-    from nudgerl.organism import task
-
     name = f"seed{seed}_threads{threads}"
     out, log = work / name, work / f"{name}.log"
     if (out / "regime.json").exists():  # finished in an earlier (interrupted) run of --work-dir
         return _row(out, seed, threads, None, json.loads((out / "model" / "sft_report.json").read_text())["seconds"])
-    bench = work / "benchmarks"
+    bench = work / "data" / "eval"
     if not bench.exists():
-        bench.mkdir(parents=True)
-        specs = {k: (v["size"], v["hard_fraction"]) for k, v in config["organism"]["benchmarks"].items()}
-        for b, problems in task.evaluation_sets(config["organism"].get("seed", 0), specs).items():
-            (bench / f"{b}.jsonl").write_text("".join(json.dumps(p.to_record()) + "\n" for p in problems))
+        # the DAG's own command and sorted-key params: the benchmarks are dealt in key order, so
+        # the YAML's order (math500 before apex) would deal other problems than a replicate's
+        _run(["nudgerl", "make-data", "--params", json.dumps(config["organism"], sort_keys=True),
+              "--out-dir", str(work / "data")], work / "make-data.log")
     t0 = time.perf_counter()
     # sorted keys, as the DAG passes them: the order of the strategy-weight keys is part of the
     # SFT data draw, so only then is a row the model a replicate of `snakemake` gets
@@ -59,7 +57,10 @@ def build(work: Path, config: dict, seed: int, threads: int) -> dict:
                     str(seed), "--threads", str(threads), "--out-dir", str(out / "model")], log)
     wall = time.perf_counter() - t0
     ev = {k: v for k, v in config["eval"].items() if k != "curve"}
-    _run(["nudgerl", "diagnose", "--model", str(out / "model"), "--benchmarks", *map(str, sorted(bench.glob("*.jsonl"))),
+    # the benchmarks in the config's order, as the DAG passes them: samples are drawn across
+    # problems in that order, so another order gives other samples (and other figures)
+    files = [str(bench / f"{b}.jsonl") for b in config["organism"]["benchmarks"]]
+    _run(["nudgerl", "diagnose", "--model", str(out / "model"), "--benchmarks", *files,
           "--params", json.dumps({**ev, "seed": seed}, sort_keys=True), "--threads", str(threads), "--out", str(out / "diagnosis.json")],
          log)
     subprocess.run(["nudgerl", "regime-gate", "--diagnosis", str(out / "diagnosis.json"), "--regime",

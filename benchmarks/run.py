@@ -1,6 +1,6 @@
 """The benchmark suite: one command, all figures side by side in the same run.
 
-    python benchmarks/run.py                  # everything, ~25 min on 2 cores
+    python benchmarks/run.py                  # everything, 25-45 min on 2 cores (machines differ)
     python benchmarks/run.py --skip-default   # only the side-by-side ratios (~3 min), on a
                                               # randomly initialised model of the default shape
 
@@ -195,7 +195,10 @@ def missed_targets(res: dict) -> list[str]:
 
 
 def summary_markdown(res: dict) -> str:
-    lines = [f"# Benchmark results ({res['date']}, {res['machine']['cpus']} CPUs)", "",
+    cpu = res["machine"]
+    lines = [f"# Benchmark results ({res['date']}, {cpu['cpus']} CPUs"
+             + (f", {cpu['cpu_model']}, torch CPU capability {cpu['torch_cpu_capability']}" if "cpu_model" in cpu else "")
+             + ")", "",
              f"Command: `{res['command']}`", "", "| figure | measured | target | met |", "|---|---|---|---|"]
     o = res["nudgerl_step_overhead"]
     lines.append(f"| NudgeRL / GRPO CPU seconds per step (N={o['N']}) | {o['ratio']}x "
@@ -240,6 +243,17 @@ def summary_markdown(res: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def machine() -> dict:
+    """What the timings depend on: the CPU model, torch's CPU kernel level (AVX2, AVX512, ...:
+    machines of our kind differ) and the cores."""
+    import torch
+
+    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                  if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else platform.processor()
+    return {"platform": platform.platform(), "cpus": os.cpu_count(), "cpu_model": model,
+            "torch_cpu_capability": torch.backends.cpu.get_cpu_capability()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--skip-default", action="store_true", help="skip the cold default run (items 3, 4, 6)")
@@ -260,7 +274,7 @@ def main() -> None:
     t_start = time.perf_counter()
     res = {"command": "python benchmarks/run.py" + (" --skip-default" if args.skip_default else ""),
            "date": time.strftime("%Y-%m-%d %H:%M %Z"), "notes": [],
-           "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
+           "machine": machine(),
            "code_version": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
                                           capture_output=True, text=True).stdout.strip()}
     with tempfile.TemporaryDirectory(prefix="nudgerl-bench-") as tmp:

@@ -88,6 +88,9 @@ def test_claims_from_records(tmp_path):
     assert one.rollout_token_ratio == pytest.approx(0.25)
     md = render_markdown(df, samples=8)
     assert "| 1 |" in md and "**supported**" in md and "not in this DAG: top_ranked" in md and "3 (seeds 0 1 2)" in md
+    # claims 4-7 ran on one replicate here: the caption says what their intervals leave out
+    assert "1 (seeds 0)" in md and "leaves out the run-to-run variance" in md
+    assert "run-to-run" not in render_markdown(df[df.replicates > 1], samples=8)
 
     per = replicate_rows(ev, ["base", "grpo32", "nudgerl8"], BENCHES, [0, 1, 2], n_boot=300)
     nud = per[per.method == "nudgerl8"]

@@ -121,7 +121,11 @@ def render_markdown(df: pd.DataFrame, samples: int | None = None) -> str:
         "better minus claimed worse) with a 95 % bootstrap interval over problems and replicates"
         + (f", {samples} samples per problem" if samples else "")
         + ". Verdict (rule fixed in code): supported = every interval above 0; contradicted = some interval "
-          "below 0; inconclusive = otherwise.**",
+          "below 0; inconclusive = otherwise."
+        + (" A row on one replicate resamples problems only: its interval leaves out the run-to-run variance "
+           "(whether one RL run leaves its base model's habit within its steps), so its verdict need not hold "
+           "on another machine or seed." if (df["replicates"] == 1).any() else "")
+        + "**",
         "",
         "| # | claim | paper (Qwen3-4B) | ours | replicates | verdict |",
         "|---|---|---|---|---|---|",
