@@ -34,7 +34,9 @@ BACKENDS = ("transformers", "vllm")
 GENERATE_CACHE = {"cache_implementation": "static", "disable_compile": True}
 # Config keys (eval, ranking) passed to the vLLM engine. enforce_eager skips torch.compile and
 # CUDA-graph capture: slower decoding, but an engine that starts in seconds (short runs, CPU).
-VLLM_ENGINE_KEYS = ("max_model_len", "gpu_memory_utilization", "tensor_parallel_size", "enforce_eager")
+# dtype: vLLM's "auto" serves a float32 model (the organism) in bfloat16 on an x86 CPU and in
+# float16 on a GPU; "float32" evaluates it at the precision it was trained in.
+VLLM_ENGINE_KEYS = ("max_model_len", "gpu_memory_utilization", "tensor_parallel_size", "enforce_eager", "dtype")
 
 
 def vllm_engine_kwargs(params: dict) -> dict:
