@@ -34,8 +34,8 @@ BACKENDS = ("transformers", "vllm")
 GENERATE_CACHE = {"cache_implementation": "static", "disable_compile": True}
 # Config keys (eval, ranking) passed to the vLLM engine. enforce_eager skips torch.compile and
 # CUDA-graph capture: slower decoding, but an engine that starts in seconds (short runs, CPU).
-# dtype: vLLM's "auto" serves a float32 model (the organism) in bfloat16 on an x86 CPU and in
-# float16 on a GPU; "float32" evaluates it at the precision it was trained in.
+# dtype: vLLM's "auto" downcasts a float32 model (the organism) to 16 bits (bfloat16 on an x86
+# CPU); "float32" evaluates it at the precision it was trained in.
 VLLM_ENGINE_KEYS = ("max_model_len", "gpu_memory_utilization", "tensor_parallel_size", "enforce_eager", "dtype")
 
 
