@@ -46,3 +46,40 @@ def test_bootstrap_constant_data_has_zero_width():
 def test_mean_of_means_weights_benchmarks_equally():
     m, lo, hi = bootstrap_mean_of_means([np.ones(3), np.zeros(100)])
     assert m == pytest.approx(0.5) and lo == pytest.approx(0.5) and hi == pytest.approx(0.5)
+
+
+def test_clustered_proportion_is_wilson_when_problems_are_alike():
+    from nudgerl.algorithms import clustered_proportion
+
+    # 24 of 1,280 as one pool: the Wilson score interval (z 1.96), computed by hand
+    r = clustered_proportion([(24, 1280)])
+    p, n, z = 24 / 1280, 1280, 1.96
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * (p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5
+    assert r["value"] == p and r["deff"] == 1.0
+    assert r["low"] == pytest.approx(centre - half) and r["high"] == pytest.approx(centre + half)
+    assert r["low"] < 0.02 < r["high"]
+
+
+def test_clustered_proportion_widens_when_problems_differ():
+    from nudgerl.algorithms import clustered_proportion
+
+    even = clustered_proportion([(1, 16)] * 80)  # every problem 1/16
+    lumpy = clustered_proportion([(16, 16)] * 5 + [(0, 16)] * 75)  # same pooled 1/16, all in five problems
+    assert even["value"] == lumpy["value"] == 1 / 16
+    # all-or-nothing problems: the 1,280 samples carry as much as the 80 problems
+    assert lumpy["n_eff"] == pytest.approx(79.0)
+    assert lumpy["high"] - lumpy["low"] > 2 * (even["high"] - even["low"])
+    assert clustered_proportion([(0, 0), (3, 4)])["problems"] == 1  # a problem without samples says nothing
+    with pytest.raises(ValueError, match="0 <= k <= n"):
+        clustered_proportion([(5, 4)])
+
+
+def test_margin_in_se_matches_the_wilson_interval():
+    from nudgerl.algorithms import clustered_proportion, margin_in_se
+
+    r = clustered_proportion([(24, 1280)])
+    # the interval's ends are exactly the bounds 1.96 standard errors (at the bound) away
+    assert margin_in_se(r["value"], r["high"], r["n_eff"]) == pytest.approx(-1.96)
+    assert margin_in_se(r["value"], r["low"], r["n_eff"]) == pytest.approx(1.96)
+    assert margin_in_se(0.9, 0.8, 1600) == pytest.approx(0.1 / (0.16 / 1600) ** 0.5)

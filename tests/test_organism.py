@@ -129,6 +129,7 @@ def test_execution_check_scores_exact_hinted_traces():
     model = bm.new_model(tok, bm.BaseModelConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2))
     scores = bm.execution_check(model, tok, task.validation_problems(0, 4))
     assert scores == {s: 0.0 for s in task.STRATEGIES}
+    assert bm.execution_check(model, tok, task.validation_problems(0, 4), chosen=True) == {s: 0.0 for s in task.STRATEGIES}
     prior = bm.unhinted_strategy_prior(model, tok, task.validation_problems(0, 4))
     assert set(prior) == set(task.STRATEGIES) and all(0 <= p <= 1 for p in prior.values())
 
@@ -146,3 +147,55 @@ def test_sft_schedule_anneals_after_a_pass_and_restarts_without_one():
     factors = [slow.factor(t) for t in range(250)]
     assert slow.restarts == 2 and factors[110] == pytest.approx(0.5) and factors[210] == pytest.approx(0.25)
     assert not slow.done(249) and slow.done(250)
+
+
+def test_chosen_examples_train_the_rest_of_the_trace_not_the_choice():
+    """Unhinted traces with the strategy's choice masked: the steps are trained, the choice
+    (and so how often the unhinted policy makes it) is not; chosen_fraction 0 is the old corpus."""
+    from nudgerl.organism import base_model as bm
+
+    cfg = bm.BaseModelConfig(examples=400, arithmetic_replay=0, chosen_fraction=0.25)
+    examples = bm.sft_examples(cfg)
+    chosen = [e for e in examples if len(e) == 3]
+    assert 60 <= len(chosen) <= 140 and all("hint" not in user for user, _, _ in chosen)
+    assert {choice for _, _, choice in chosen} <= {task.chosen_prefix(s) for s in task.STRATEGIES}
+    tok = build_tokenizer()
+    user, rest, choice = next(e for e in chosen if e[2] == task.chosen_prefix("difference_table"))
+    seqs, labels = bm._encode(tok, [(user, rest, choice)])
+    words = tok.convert_ids_to_tokens(seqs[0])
+    trained = [w for w, lab in zip(words, labels[0]) if lab != -100]
+    # the whole trace is in the sequence, its choice words are not in the loss
+    assert " ".join(words).endswith(f"{choice} {rest} <|im_end|>")
+    assert trained == tok.convert_ids_to_tokens(tok(rest, add_special_tokens=False)["input_ids"]) + ["<|im_end|>"]
+    # without chosen examples the corpus is the same draw as before the option existed
+    old = bm.sft_examples(bm.BaseModelConfig(examples=400, arithmetic_replay=0))
+    assert all(len(e) == 2 for e in old)
+    assert [e for e in examples if len(e) == 2][:5] != [] and old[:3] == bm.sft_examples(
+        bm.BaseModelConfig(examples=400, arithmetic_replay=0, chosen_fraction=0.0))[:3]
+
+
+def test_chosen_execution_check_reads_the_trace_after_the_given_choice(tmp_path):
+    """The chosen-unhinted check compares choice + greedy rest with the whole trace: a model that
+    writes the right rest after the choice scores 1 on it."""
+    import torch
+
+    from nudgerl.organism import base_model as bm
+
+    tok = build_tokenizer()
+    problems = task.validation_problems(0, 2)
+    torch.manual_seed(0)
+    model = bm.new_model(tok, bm.BaseModelConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2))
+    # teach the tiny model two chosen traces of the table by heart
+    examples = [(task.prompt_text(p.text()), task.trace(p.terms, "difference_table")[len(task.chosen_prefix(
+        "difference_table")) + 1:], task.chosen_prefix("difference_table")) for p in problems]
+    corpus = bm._Corpus(tok, examples, 2, torch.Generator().manual_seed(0))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    for _ in range(150):
+        batch = corpus.next_batch()
+        loss = model(**batch).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    chosen = bm.execution_check(model, tok, problems, chosen=True)
+    assert chosen["difference_table"] == 1.0
+    assert bm.execution_check(model, tok, problems)["difference_table"] < 1.0  # hinted: never trained

@@ -1,55 +1,95 @@
-"""The regime gate: a base model outside the configured regime stops the DAG before any RL job,
-and the message names the figure, its value and the bound."""
+"""The regime gate: a base model outside the configured regime stops the DAG before any RL job.
+Each figure is judged with its interval: it fails only when the whole interval lies outside its
+bound, and the message names the figure, its value, interval and bound."""
 
 import json
 import subprocess
 
 import pytest
 
-from nudgerl.evaluation.regime import RegimeError, check, gate, replicate_table
+from nudgerl.evaluation.regime import RegimeError, check, gate, replicate_markdown, replicate_table
 
 BOUNDS = {"hinted_rare_pass@1_hard": {"min": 0.8}, "unhinted_pass@1_hard": {"max": 0.15},
-          "rare_strategy_share_unhinted": {"min": 0.01, "max": 0.1}}
+          "rare_strategy_share_unhinted": {"min": 0.02, "max": 0.08},
+          "rare_strategy_accuracy_unhinted": {"min": 0.8}}
+PROBLEMS = 100  # hard training problems, 16 samples each
 
 
-def _diagnosis(tmp_path, **summary):
+def _counts(rate: float, n: int = 16) -> list[list[int]]:
+    """Per-problem counts whose pooled proportion is ``rate`` (spread evenly over problems)."""
+    total = round(rate * n * PROBLEMS)
+    return [[total // PROBLEMS + (1 if i < total % PROBLEMS else 0), n] for i in range(PROBLEMS)]
+
+
+def _diagnosis(tmp_path, **rates):
     base = {"hinted_rare_pass@1_hard": 0.95, "unhinted_pass@1_hard": 0.03, "rare_strategy_share_unhinted": 0.03,
-            "dominant_strategy_share_unhinted": 0.75}
+            "rare_strategy_accuracy_unhinted": 0.97}
+    counts = {k: _counts(v) for k, v in {**base, **rates}.items()}
     path = tmp_path / "seed0.json"
-    path.write_text(json.dumps({"seed": 0, "summary": {**base, **summary},
+    path.write_text(json.dumps({"seed": 0, "summary": {"rare_strategy_share_unhinted": 0.03},
+                                "rl_prompts": {"problems": [f"p{i}" for i in range(PROBLEMS)], "samples_per_problem": 16,
+                                               "sampler": {"temperature": 1.0}, "counts": counts},
                                 "sft": {"steps": 600, "passed_at_step": 450, "threads": 1}}))
     return path
 
 
-def test_in_regime_passes_and_records_the_verdict(tmp_path):
+def test_in_regime_passes_and_records_value_interval_and_margin(tmp_path):
     verdict = gate(_diagnosis(tmp_path), {"gate": True, "bounds": BOUNDS}, tmp_path / "seed0.regime.json")
     assert verdict["in_regime"] and all(r["ok"] for r in verdict["figures"])
-    assert json.loads((tmp_path / "seed0.regime.json").read_text())["in_regime"] is True
+    saved = json.loads((tmp_path / "seed0.regime.json").read_text())
+    row = {r["figure"]: r for r in saved["figures"]}["hinted_rare_pass@1_hard"]
+    assert row["low"] < row["value"] < row["high"] and row["value"] == pytest.approx(0.95) and row["min"] == 0.8
+    assert row["k"] == 1520 and row["n"] == 1600 and row["margin_se"] > 3
     df = replicate_table([tmp_path / "seed0.regime.json"])
     assert df.loc[0, "sft_check_passed_at"] == 450 and bool(df.loc[0, "in_regime"])
+    assert "0.950 [" in replicate_markdown(df)
 
 
-@pytest.mark.parametrize("figure,value,bound", [
-    ("hinted_rare_pass@1_hard", 0.10, ">= 0.8"),
-    ("rare_strategy_share_unhinted", 0.003, ">= 0.01 and <= 0.1"),
+def test_a_measurement_whose_interval_reaches_the_bound_passes(tmp_path):
+    # the case that stopped a first command: 0.0187 against a bound of 0.02, a third of a
+    # standard error away; the interval reaches the bound, so the gate lets it through
+    verdict = gate(_diagnosis(tmp_path, rare_strategy_share_unhinted=0.0187), {"gate": True, "bounds": BOUNDS},
+                   tmp_path / "out.json")
+    row = {r["figure"]: r for r in verdict["figures"]}["rare_strategy_share_unhinted"]
+    assert row["value"] < 0.02 < row["high"] and row["ok"] and -1.96 < row["margin_se"] < 0
+
+
+@pytest.mark.parametrize("figure,rate,bound", [
+    ("hinted_rare_pass@1_hard", 0.10, ">= 0.8"),  # a broken base model, met before
+    ("rare_strategy_accuracy_unhinted", 0.19, ">= 0.8"),  # rare and wrong: RL has nothing to reinforce
+    ("rare_strategy_share_unhinted", 0.005, ">= 0.02 and <= 0.08"),
     ("unhinted_pass@1_hard", 0.4, "<= 0.15"),
 ])
-def test_out_of_regime_names_figure_value_and_bound(tmp_path, figure, value, bound):
+def test_out_of_regime_names_figure_value_interval_and_bound(tmp_path, figure, rate, bound):
     with pytest.raises(RegimeError) as err:
-        gate(_diagnosis(tmp_path, **{figure: value}), {"gate": True, "bounds": BOUNDS}, tmp_path / "out.json")
-    assert f"{figure} = {value:.4f}, outside its bound ({bound})" in str(err.value)
-    assert "seed0.json" in str(err.value)  # which replicate's diagnosis
+        gate(_diagnosis(tmp_path, **{figure: rate}), {"gate": True, "bounds": BOUNDS}, tmp_path / "out.json")
+    msg = str(err.value)
+    assert f"{figure} = {rate:.4f} [" in msg and f"interval wholly outside its bound ({bound})" in msg
+    assert "seed0.json" in msg  # which replicate's diagnosis
+    assert len([r for r in json.loads((tmp_path / "out.json").read_text())["figures"] if not r["ok"]]) == 1
 
 
 def test_gate_off_reports_and_carries_on(tmp_path):
-    verdict = gate(_diagnosis(tmp_path, hinted_rare_pass_at_1=0), {"gate": False, "bounds": {
-        "hinted_rare_pass@1_hard": {"min": 0.99}}}, tmp_path / "out.json")
+    verdict = gate(_diagnosis(tmp_path), {"gate": False, "bounds": {"hinted_rare_pass@1_hard": {"min": 0.99}}},
+                   tmp_path / "out.json")
     assert verdict["in_regime"] is False and verdict["gate"] is False
 
 
-def test_unknown_figure_is_a_config_error(tmp_path):
+def test_a_figure_without_samples_fails(tmp_path):
+    rows = check({"rare_strategy_accuracy_chosen": [[0, 0], [0, 0]]}, {"rare_strategy_accuracy_chosen": {"min": 0.5}})
+    assert rows[0]["value"] is None and not rows[0]["ok"]
+
+
+def test_unknown_figure_is_a_config_error():
     with pytest.raises(ValueError, match="regime.bounds.pass_at_1"):
-        check({"pass_at_1": 0.5}, {"pass_at_1": {"min": 0.1}})
+        check({"pass_at_1": [[1, 2]]}, {"pass_at_1": {"min": 0.1}})
+
+
+def test_a_diagnosis_without_the_training_problems_is_refused(tmp_path):
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps({"seed": 0, "summary": {}}))
+    with pytest.raises(ValueError, match="old.json: no 'rl_prompts' block"):
+        gate(path, {"bounds": BOUNDS}, tmp_path / "out.json")
 
 
 @pytest.mark.slow
@@ -61,6 +101,35 @@ def test_out_of_regime_base_model_stops_the_dag_before_any_training(workdir):
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0
     assert "base model outside the regime, no RL job will start" in out
-    assert "hinted_rare_pass@1_hard = " in out and "outside its bound (>= 0.8)" in out
+    assert "hinted_rare_pass@1_hard = " in out and "interval wholly outside its bound (>= 0.8)" in out
     assert "rule train_" not in out and not (workdir / "results" / "smoke" / "runs").exists()
     assert "Error in rule regime_gate" in out
+
+
+def test_diagnosis_on_the_training_problems_counts_each_figure(tmp_path, tiny_model_dir):
+    """`nudgerl diagnose --train`: per hard training problem, counts of each gate figure, sampled
+    with the RL sampler's settings; the gate reads them (a random tiny model is out of regime)."""
+    from nudgerl.io import write_jsonl
+    from nudgerl.organism import task
+
+    train = task.training_problems(0, 12, 0.5)
+    bench = task.evaluation_sets(0, {"b": (4, 0.5)})["b"]
+    write_jsonl(tmp_path / "train.jsonl", [p.to_record() for p in train])
+    write_jsonl(tmp_path / "b.jsonl", [p.to_record() for p in bench])
+    rl = {"samples": 3, "batch_size": 64, "temperature": 1.0, "top_p": 1.0, "max_new_tokens": 8, "seed": 0}
+    ev = {"samples_per_problem": 2, "max_new_tokens": 8, "batch_size": 64}
+    subprocess.run(["nudgerl", "diagnose", "--model", tiny_model_dir, "--benchmarks", str(tmp_path / "b.jsonl"),
+                    "--train", str(tmp_path / "train.jsonl"), "--rl-params", json.dumps(rl), "--params", json.dumps(ev),
+                    "--out", str(tmp_path / "d.json")], check=True, capture_output=True)
+    d = json.loads((tmp_path / "d.json").read_text())["rl_prompts"]
+    hard = [p.id for p in train if p.hard]
+    assert d["problems"] == hard and d["samples_per_problem"] == 3
+    for figure in ("unhinted_pass@1_hard", "rare_strategy_share_unhinted", "rare_strategy_accuracy_unhinted",
+                   "hinted_rare_pass@1_hard"):
+        assert [n for _, n in d["counts"][figure]] == [3] * len(hard), figure
+    # of the unhinted samples that chose the table, the right ones: n is the share's k
+    assert [n for _, n in d["counts"]["rare_strategy_accuracy_chosen"]] == [k for k, _ in d["counts"][
+        "rare_strategy_share_unhinted"]]
+    assert all(s.startswith("strategy : difference table .") for s in d["examples"]["forced"])
+    verdict = gate(tmp_path / "d.json", {"gate": False, "bounds": BOUNDS}, tmp_path / "r.json")
+    assert not verdict["in_regime"]

@@ -45,7 +45,11 @@ def test_replicates_have_their_own_base_models_and_tables(smoke_run):
     assert list(table.seed) == [0, 1] and not table.in_regime.any()  # the tiny smoke model is out of regime
     verdict = json.loads((res / "diagnostics" / "base_model" / "seed1.regime.json").read_text())
     assert verdict["gate"] is False and {f["figure"] for f in verdict["figures"]} == {
-        "hinted_rare_pass@1_hard", "unhinted_pass@1_hard", "rare_strategy_share_unhinted"}
+        "hinted_rare_pass@1_hard", "unhinted_pass@1_hard", "rare_strategy_share_unhinted",
+        "rare_strategy_accuracy_unhinted"}
+    # every figure judged with its interval, on the hard training problems
+    assert all(f["low"] <= f["value"] <= f["high"] for f in verdict["figures"])
+    assert verdict["rl_prompts"]["samples_per_problem"] == 2 and verdict["rl_prompts"]["problems"] > 0
     # the RL and sampling seeds follow the replicate: the two GRPO runs are different runs
     a, b = ((res / "runs" / "grpo8" / f"seed{s}" / "metrics.jsonl").read_text() for s in (0, 1))
     assert a != b

@@ -194,3 +194,48 @@ def paired_permutation_test(
     lo, hi = np.quantile(boot, [alpha / 2, 1 - alpha / 2])
     return {"delta": float(observed), "ci_low": float(lo), "ci_high": float(hi), "p_value": float(p),
             "problems": int(d.size)}
+
+
+# ---------------------------------------------------------------- a proportion from clustered counts
+
+
+def clustered_proportion(counts: Sequence[tuple[int, int]], z: float = 1.96) -> dict:
+    """A proportion p = sum k_i / sum n_i from per-problem counts (k_i of n_i), with its interval.
+
+    Samples of one problem are correlated (a problem the model cannot solve fails all of
+    them), so the binomial variance p(1-p)/n understates the sampling error. The design
+    effect deff = V_cluster / V_binomial, with the ratio estimator's cluster variance
+
+        V_cluster = m/(m-1) * sum_i (k_i - p n_i)^2 / (sum_i n_i)^2     (m problems),
+
+    shrinks n to n_eff = n / max(1, deff), and the Wilson score interval is taken at n_eff:
+    the set of b with |p - b| <= z * sqrt(b (1 - b) / n_eff). Problems with n_i = 0 carry no
+    information and are dropped.
+    """
+    kept = [(int(k), int(n)) for k, n in counts if n > 0]
+    if any(not 0 <= k <= n for k, n in kept):
+        raise ValueError(f"need 0 <= k <= n for every problem, got {[c for c in kept if not 0 <= c[0] <= c[1]][:3]}")
+    k_all, n_all, m = sum(k for k, _ in kept), sum(n for _, n in kept), len(kept)
+    if n_all == 0:
+        return {"value": None, "k": 0, "n": 0, "problems": 0, "n_eff": 0.0, "deff": None, "low": None, "high": None}
+    p = k_all / n_all
+    v_bin = p * (1 - p) / n_all
+    deff = 1.0
+    if v_bin > 0 and m > 1:
+        v_cluster = m / (m - 1) * sum((k - p * n) ** 2 for k, n in kept) / n_all**2
+        deff = max(1.0, v_cluster / v_bin)
+    n_eff = n_all / deff
+    centre = (p + z * z / (2 * n_eff)) / (1 + z * z / n_eff)
+    half = z / (1 + z * z / n_eff) * np.sqrt(p * (1 - p) / n_eff + z * z / (4 * n_eff**2))
+    return {"value": p, "k": k_all, "n": n_all, "problems": m, "n_eff": n_eff, "deff": deff,
+            "low": float(max(0.0, centre - half)), "high": float(min(1.0, centre + half))}
+
+
+def margin_in_se(value: float, bound: float, n_eff: float) -> float:
+    """Distance of a measured proportion from a bound, in standard errors at the bound:
+    (value - bound) / sqrt(bound (1 - bound) / n_eff). The Wilson interval at z lies wholly
+    on one side of the bound exactly when |margin| > z, so the gate and the margins table
+    use one scale."""
+    if not 0 < bound < 1:
+        raise ValueError(f"a bound on a proportion must lie in (0, 1), got {bound}")
+    return float((value - bound) / np.sqrt(bound * (1 - bound) / n_eff))

@@ -24,6 +24,15 @@ EVAL_EXCLUDE = ("curve",)
 _PRIVATE = {"config", "_CLASH", "_ABL", "_N_NUDGE", "_pools_for", "_variant"}
 
 
+def rl_diagnosis_params(config: dict, seed: int) -> dict:
+    """The diagnosis on the training problems: RL's sampler (config `grpo`), the samples per
+    problem (`regime.diagnosis`), the replicate's sampling seed."""
+    grpo, diag = config.get("grpo", {}), (config.get("regime") or {}).get("diagnosis") or {}
+    return {"samples": diag.get("samples", 16), "batch_size": diag.get("batch_size", 512),
+            "temperature": grpo.get("temperature", 1.0), "top_p": grpo.get("top_p", 1.0),
+            "max_new_tokens": grpo.get("max_completion_length", 56), "seed": seed}
+
+
 class WorkflowPlan:
     """Everything the rules derive from one config (validated first: nudgerl.config)."""
 
@@ -238,6 +247,10 @@ class WorkflowPlan:
         out, so changing them does not re-run this one."""
         cfg = {k: v for k, v in self.config.get(name, {}).items() if k not in exclude}
         return json.dumps({**cfg, **extra}, sort_keys=True)
+
+    def rl_diagnosis_section(self, seed):
+        """`nudgerl diagnose --rl-params` of a replicate, as JSON (:func:`rl_diagnosis_params`)."""
+        return json.dumps(rl_diagnosis_params(self.config, int(seed)), sort_keys=True)
 
     def drill_section(self):
         """The base_model keys phase 1 reads, as JSON: SFT settings (the regime map's mixtures

@@ -41,14 +41,17 @@ if TASK == "organism":
             "--drilled {input.drilled} --out-dir {output} > {log} 2>&1"
 
     rule diagnose_base:
-        """The exploration bottleneck, measured: strategy use and hinted vs unhinted pass@1."""
+        """The exploration bottleneck, measured: strategy use and hinted vs unhinted pass@1 on the
+        benchmarks, and what RL needs (the gate's figures) on the hard training problems."""
         input:
             model=BASE_MODEL,
             benchmarks=benchmark_files(),
+            train=TRAIN,
         output:
             f"{DIAGNOSIS}.json",
         params:
             cfg=lambda w: section("eval", exclude=EVAL_EXCLUDE, seed=int(w.seed)),
+            rl=lambda w: rl_diagnosis_section(w.seed),
         threads: rule_threads("diagnose_base")
         resources:
             **rule_resources("diagnose_base", mem_mb=2000),
@@ -59,8 +62,8 @@ if TASK == "organism":
         benchmark:
             f"{RESULTS}/benchmarks/diagnose_base/seed{{seed}}.tsv"
         shell:
-            "nudgerl diagnose --model {input.model} --benchmarks {input.benchmarks} "
-            "--params {params.cfg:q} --threads {threads} --out {output} > {log} 2>&1"
+            "nudgerl diagnose --model {input.model} --benchmarks {input.benchmarks} --train {input.train} "
+            "--rl-params {params.rl:q} --params {params.cfg:q} --threads {threads} --out {output} > {log} 2>&1"
 
     rule regime_gate:
         """Stop before any RL job when a replicate's base model is outside the regime (config `regime`)."""

@@ -21,6 +21,15 @@ def cmd_diagnose(args) -> None:
         problems += read_problems(path)
     report = diagnose_base(args.model, problems, args.params)
     report["seed"] = args.params.get("seed", 0)
+    inputs = [args.model, *args.benchmarks]
+    if args.train:
+        if args.rl_params is None:
+            raise SystemExit("nudgerl diagnose: --train needs --rl-params (the RL sampler's settings)")
+        from nudgerl.evaluation.diagnostics import diagnose_rl_prompts
+
+        report["rl_prompts"] = diagnose_rl_prompts(args.model, read_problems(args.train), args.rl_params)
+        report["rl_prompts"]["train"] = args.train
+        inputs.append(args.train)
     sft_report = Path(args.model) / "sft_report.json"
     if sft_report.exists():  # the organism's base model: how its SFT ended, beside what it does
         sft = json.loads(sft_report.read_text())
@@ -29,7 +38,8 @@ def cmd_diagnose(args) -> None:
                          **{k: check.get(k) for k in ("steps", "passed_at_step", "passed", "final_execution",
                                                       "unhinted_strategy_prior")}}
     atomic_write_text(args.out, json.dumps(report, indent=2))
-    write_provenance(args.out, args.params, {"sampling": args.params.get("seed", 0)}, [args.model, *args.benchmarks])
+    write_provenance(args.out, {"eval": args.params, "rl_prompts": args.rl_params},
+                     {"sampling": args.params.get("seed", 0)}, inputs)
     print(json.dumps(report["summary"], indent=2))
 
 
@@ -116,6 +126,9 @@ def register(subparsers) -> None:
     add_job_arguments(p)
     p.add_argument("--model", required=True)
     p.add_argument("--benchmarks", nargs="+", required=True)
+    p.add_argument("--train", help="the training problems: also diagnose on their hard ones, as RL samples them")
+    p.add_argument("--rl-params", type=json_arg,
+                   help="with --train: samples, temperature, top_p, max_new_tokens, batch_size, seed")
     p.add_argument("--out", required=True)
 
     p = add_command(subparsers, "regime-gate", cmd_regime_gate,

@@ -2,6 +2,9 @@
 
 On held-out problems: unhinted pass@1 overall and on the hard subset, how often each
 strategy is sampled (parsed from traces), and pass@1 when hinted with each strategy.
+
+On the prompts RL trains on (:func:`diagnose_rl_prompts`): what RL needs of the base model,
+as per-problem counts the regime gate turns into intervals (``nudgerl.evaluation.regime``).
 """
 
 from __future__ import annotations
@@ -96,3 +99,59 @@ def to_markdown(report: dict) -> str:
     lines += ["", "Whether this is the regime the pipeline trains in: the replicate's `.regime.json` "
               "(bounds in config key `regime`).", ""]
     return "\n".join(lines) + "\n"
+
+
+def diagnose_rl_prompts(model_dir: str, problems: list[dict], p: dict) -> dict:
+    """What RL needs of the base model, on the hard problems it trains on, sampled as RL samples.
+
+    Per problem, as counts ``[k, n]`` (the gate's intervals come from them):
+
+    - ``unhinted_pass@1_hard``: right answers of unhinted samples;
+    - ``rare_strategy_share_unhinted``: unhinted samples that choose the always-right strategy;
+    - ``rare_strategy_accuracy_chosen``: of those, the right ones (few: n is the share's k);
+    - ``rare_strategy_accuracy_unhinted``: right answers when the unhinted completion starts with
+      the strategy's choice (``strategy : difference table .``) and the model writes the rest. A
+      causal LM's rest depends only on the text before it, so this is the accuracy *when it
+      chooses the strategy itself*, measured on every sample instead of on the few that choose it;
+    - ``hinted_rare_pass@1_hard``: right answers with the hint that names the strategy.
+
+    ``p``: ``samples`` per problem and the RL sampler's ``temperature``, ``top_p``,
+    ``max_new_tokens`` (grpo.max_completion_length), ``batch_size``, ``seed``.
+    """
+    from nudgerl.evaluation.grading import grade
+    from nudgerl.evaluation.sampling import SamplingParams, chat_prompt, generate, load_policy
+
+    hard = [q for q in problems if q.get("hard")]
+    if not hard:
+        raise ValueError("diagnosis on the RL prompts: the training set has no hard problems")
+    model, tokenizer = load_policy(model_dir)
+    rare = task.RARE_CORRECT_STRATEGY
+    prefix = task.chosen_prefix(rare)
+
+    def sample(prompts, offset):
+        params = SamplingParams(n=p["samples"], temperature=p["temperature"], top_p=p["top_p"],
+                                max_new_tokens=p["max_new_tokens"], batch_size=p["batch_size"],
+                                seed=p.get("seed", 0) + offset)
+        return [[t for t, _ in outs] for outs in generate(model, tokenizer, prompts, params)]
+
+    unhinted = sample([chat_prompt(tokenizer, task.prompt_text(q["problem"])) for q in hard], 0)
+    forced = sample([chat_prompt(tokenizer, task.prompt_text(q["problem"])) + prefix for q in hard], 1)
+    hinted = sample([chat_prompt(tokenizer, task.prompt_text(q["problem"], task.hint_line(rare))) for q in hard], 2)
+    counts = {f: [] for f in ("unhinted_pass@1_hard", "rare_strategy_share_unhinted", "rare_strategy_accuracy_chosen",
+                              "rare_strategy_accuracy_unhinted", "hinted_rare_pass@1_hard")}
+    for q, u, f, h in zip(hard, unhinted, forced, hinted):
+        right = [grade(t, q["answer"]) > 0 for t in u]
+        chose = [task.parse_strategy(t) == rare for t in u]
+        counts["unhinted_pass@1_hard"].append([sum(right), len(u)])
+        counts["rare_strategy_share_unhinted"].append([sum(chose), len(u)])
+        counts["rare_strategy_accuracy_chosen"].append([sum(r and c for r, c in zip(right, chose)), sum(chose)])
+        counts["rare_strategy_accuracy_unhinted"].append([sum(grade(f"{prefix} {t}", q["answer"]) > 0 for t in f),
+                                                           len(f)])
+        counts["hinted_rare_pass@1_hard"].append([sum(grade(t, q["answer"]) > 0 for t in h), len(h)])
+    return {
+        "problems": [q["id"] for q in hard],
+        "samples_per_problem": p["samples"],
+        "sampler": {k: p[k] for k in ("temperature", "top_p", "max_new_tokens")},
+        "counts": counts,
+        "examples": {"forced": [f"{prefix} {t}" for t in forced[0][:2]], "unhinted": unhinted[0][:2]},
+    }

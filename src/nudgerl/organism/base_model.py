@@ -4,6 +4,14 @@ The SFT corpus makes ``common_difference`` the habit and ``difference_table`` ra
 hint is given, and follows the hint when one is (``hinted_fraction`` of examples, strategy
 drawn uniformly). That yields the paper's regime: the always-right strategy is in the
 policy's support but rarely sampled, and a hint naming it unlocks it.
+
+Rare must not mean unpractised: a model that chooses the table unhinted only as often as its
+prior says has seen few unhinted table traces, and one replicate executed it right 96 % of
+the time when hinted but 19 % when it chose it itself, so RL had nothing to reinforce.
+``chosen_fraction`` of the examples are therefore unhinted traces whose strategy choice
+(``strategy : <name> .``) is not trained: they teach executing a strategy once chosen
+without moving how often it is chosen; and the execution check asks for both, hinted and
+chosen-unhinted execution.
 """
 
 from __future__ import annotations
@@ -25,6 +33,9 @@ class BaseModelConfig:
     examples: int = 30000  # SFT traces in the corpus (cycled until the schedule ends)
     hard_fraction: float = 0.5
     hinted_fraction: float = 0.4
+    # Unhinted traces whose strategy choice is masked from the loss (strategy drawn as for hinted
+    # examples): execution after an unhinted choice is trained, the choice's frequency is not.
+    chosen_fraction: float = 0.0
     # Phase 1 ("pretraining"): every arithmetic fact of the family, drilled this many
     # times for drill_epochs. Phase 2 (SFT on traces) keeps replaying each fact
     # `arithmetic_replay` times so the table is not forgotten.
@@ -81,13 +92,17 @@ def sft_examples(cfg: BaseModelConfig) -> list[tuple[str, str]]:
     problems = task.training_problems(cfg.seed, cfg.examples, cfg.hard_fraction, prefix="sft")
     out = []
     for p in problems:
-        if rng.random() < cfg.hinted_fraction:
+        u = rng.random()
+        if u < cfg.hinted_fraction:
             strategy = rng.choices(h_names, h_weights)[0]
-            user = task.prompt_text(p.text(), task.hint_line(strategy))
+            out.append((task.prompt_text(p.text(), task.hint_line(strategy)), task.trace(p.terms, strategy)))
+        elif u < cfg.hinted_fraction + cfg.chosen_fraction:
+            strategy = rng.choices(h_names, h_weights)[0]
+            choice = task.chosen_prefix(strategy)
+            out.append((task.prompt_text(p.text()), task.trace(p.terms, strategy)[len(choice) + 1:], choice))
         else:
             strategy = rng.choices(names, weights)[0]
-            user = task.prompt_text(p.text())
-        out.append((user, task.trace(p.terms, strategy)))
+            out.append((task.prompt_text(p.text()), task.trace(p.terms, strategy)))
     out += [task.drill(f) for f in task.arithmetic_facts() for _ in range(cfg.arithmetic_replay)]
     rng.shuffle(out)
     return out
@@ -99,12 +114,13 @@ def drill_examples(cfg: BaseModelConfig) -> list[tuple[str, str]]:
 
 def _encode(tokenizer, examples) -> tuple[list[list[int]], list[list[int]]]:
     """Token ids of each (user, assistant) pair and its labels: the assistant turn and its end
-    token; the prompt is -100 (not trained)."""
+    token; the prompt is -100 (not trained). A third element, (user, rest, choice), is the
+    start of the assistant turn written before ``rest`` and not trained either."""
     seqs, labels = [], []
-    for user, assistant in examples:
+    for user, assistant, *choice in examples:
         prompt = tokenizer.apply_chat_template(
             [{"role": "user", "content": user}], tokenize=False, add_generation_prompt=True
-        )
+        ) + (choice[0] if choice else "")
         p_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
         c_ids = tokenizer(assistant, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
         seqs.append(p_ids + c_ids)
@@ -231,9 +247,11 @@ def _drill_phase(model, tokenizer, cfg: BaseModelConfig, gen, log) -> list:
     return history
 
 
-def execution_check(model, tokenizer, problems: list, batch_size: int = 256) -> dict[str, float]:
-    """Per strategy, the share of ``problems`` whose hinted trace the model writes exactly
-    (greedy): does it execute each strategy when told to, on problems it never trained on."""
+def execution_check(model, tokenizer, problems: list, batch_size: int = 256, chosen: bool = False) -> dict[str, float]:
+    """Per strategy, the share of ``problems`` whose trace the model writes exactly (greedy):
+    does it execute each strategy when told to, on problems it never trained on. ``chosen``:
+    no hint; the trace's first words (the strategy's choice) are given and the rest is
+    checked, i.e. execution once the unhinted policy has chosen the strategy itself."""
     import torch
 
     was_training = model.training
@@ -241,8 +259,10 @@ def execution_check(model, tokenizer, problems: list, batch_size: int = 256) -> 
     scores = {}
     with torch.no_grad():
         for name in task.STRATEGIES:
+            start = task.chosen_prefix(name) if chosen else ""
             prompts = [tokenizer.apply_chat_template([{"role": "user", "content": task.prompt_text(
-                p.text(), task.hint_line(name))}], tokenize=False, add_generation_prompt=True) for p in problems]
+                p.text(), None if chosen else task.hint_line(name))}], tokenize=False, add_generation_prompt=True)
+                + start for p in problems]
             right = 0
             for i in range(0, len(prompts), batch_size):
                 enc = tokenizer(prompts[i : i + batch_size], return_tensors="pt", padding=True,
@@ -251,7 +271,8 @@ def execution_check(model, tokenizer, problems: list, batch_size: int = 256) -> 
                                      pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
                                      **GENERATE_CACHE)
                 texts = tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
-                right += sum(t.strip() == task.trace(p.terms, name) for p, t in zip(problems[i:], texts))
+                right += sum(f"{start} {t.strip()}".strip() == task.trace(p.terms, name)
+                             for p, t in zip(problems[i:], texts))
             scores[name] = right / len(problems)
     model.train(was_training)
     return scores
@@ -332,15 +353,18 @@ def _sft_phase(model, tokenizer, cfg: BaseModelConfig, gen, log) -> tuple[list, 
         step += 1
         if passed_at is None and step % cfg.check_every == 0:
             scores = execution_check(model, tokenizer, check_set)
-            checks.append({"step": step, "execution": scores})
-            log(f"sft step {step} loss {loss.item():.4f} execution {scores} ({time.perf_counter() - t0:.0f}s)")
-            if min(scores.values()) >= cfg.check_threshold:
+            chosen = execution_check(model, tokenizer, check_set, chosen=True)
+            checks.append({"step": step, "execution": scores, "execution_chosen": chosen})
+            log(f"sft step {step} loss {loss.item():.4f} execution {scores} chosen unhinted {chosen} "
+                f"({time.perf_counter() - t0:.0f}s)")
+            if min(scores.values()) >= cfg.check_threshold and min(chosen.values()) >= cfg.check_threshold:
                 passed_at = step
                 schedule.passed(step)
         if step % 100 == 0:
             history.append({"phase": "sft", "step": step, "loss": loss.item()})
     history.append({"phase": "sft", "step": step, "loss": loss.item()})
     final = execution_check(model, tokenizer, check_set)
+    final_chosen = execution_check(model, tokenizer, check_set, chosen=True)
     check = {
         "threshold": cfg.check_threshold,
         "problems": len(check_set),
@@ -348,11 +372,13 @@ def _sft_phase(model, tokenizer, cfg: BaseModelConfig, gen, log) -> tuple[list, 
         "steps": step,
         "restarts": schedule.restarts,
         "final_execution": final,
-        "passed": min(final.values()) >= cfg.check_threshold,
+        "final_execution_chosen": final_chosen,
+        "passed": min(final.values()) >= cfg.check_threshold and min(final_chosen.values()) >= cfg.check_threshold,
         "unhinted_strategy_prior": unhinted_strategy_prior(model, tokenizer, check_set),
         "history": checks,
     }
-    log(f"sft done at step {step}: check passed at {passed_at}, final execution {final}")
+    log(f"sft done at step {step}: check passed at {passed_at}, final execution {final}, chosen unhinted "
+        f"{final_chosen}")
     return history, check
 
 

@@ -242,6 +242,11 @@ def trace(terms, strategy: str) -> str:
     return f"strategy : {STRATEGIES[strategy].words} . {body} . answer : \\boxed{{ {answer} }}"
 
 
+def chosen_prefix(strategy: str) -> str:
+    """The first words of a strategy's trace: its choice, before any step."""
+    return f"strategy : {STRATEGIES[strategy].words} ."
+
+
 def is_correct_strategy(problem: Problem, strategy: str) -> bool:
     return solve(problem.terms, strategy)[1] == problem.answer
 
