@@ -96,6 +96,19 @@ def to_markdown(report: dict) -> str:
     ]
     for k, v in s["hinted_pass@1"].items():
         lines.append(f"| `{k}` | {v:.3f} | {s['hinted_pass@1_hard'][k]:.3f} | {s['hint_followed'][k]:.3f} |")
+    rl = report.get("rl_prompts")
+    if rl:
+        from nudgerl.algorithms import clustered_proportion
+        from nudgerl.evaluation.regime import FIGURES
+
+        lines += ["", f"## What RL needs: {len(rl['problems'])} hard training problems x {rl['samples_per_problem']} "
+                  "samples, RL's sampler", "",
+                  "| figure | value [95 % interval, clustered by problem] | k of n | what it measures |",
+                  "|---|---|---|---|"]
+        for figure, counts in rl["counts"].items():
+            c = clustered_proportion(counts)
+            value = "-" if c["value"] is None else f"{c['value']:.3f} [{c['low']:.3f}, {c['high']:.3f}]"
+            lines.append(f"| `{figure}` | {value} | {c['k']} of {c['n']} | {FIGURES.get(figure, '')} |")
     lines += ["", "Whether this is the regime the pipeline trains in: the replicate's `.regime.json` "
               "(bounds in config key `regime`).", ""]
     return "\n".join(lines) + "\n"
