@@ -75,9 +75,18 @@ def test_gate_off_reports_and_carries_on(tmp_path):
     assert verdict["in_regime"] is False and verdict["gate"] is False
 
 
-def test_a_figure_without_samples_fails(tmp_path):
+def test_a_bounded_figure_without_samples_fails_an_unbounded_one_is_reported(tmp_path):
     rows = check({"rare_strategy_accuracy_chosen": [[0, 0], [0, 0]]}, {"rare_strategy_accuracy_chosen": {"min": 0.5}})
     assert rows[0]["value"] is None and not rows[0]["ok"]
+    verdict = gate(_diagnosis(tmp_path), {"bounds": BOUNDS}, tmp_path / "out.json")
+    chosen = {r["figure"]: r for r in verdict["figures"]}.get("rare_strategy_accuracy_chosen")
+    assert verdict["in_regime"] and chosen is None  # not in this diagnosis's counts
+    d = json.loads((tmp_path / "seed0.json").read_text())
+    d["rl_prompts"]["counts"]["rare_strategy_accuracy_chosen"] = [[0, 0]] * PROBLEMS
+    (tmp_path / "seed0.json").write_text(json.dumps(d))
+    verdict = gate(tmp_path / "seed0.json", {"bounds": BOUNDS}, tmp_path / "out.json")
+    chosen = {r["figure"]: r for r in verdict["figures"]}["rare_strategy_accuracy_chosen"]
+    assert verdict["in_regime"] and chosen["ok"] and chosen["value"] is None and chosen["min"] is None
 
 
 def test_unknown_figure_is_a_config_error():

@@ -57,10 +57,11 @@ def _margin(stats: dict, lo, hi) -> float | None:
 
 
 def check(counts: dict, bounds: dict, confidence: float = DEFAULT_CONFIDENCE) -> list[dict]:
-    """One row per bounded figure: value, interval, bound, margin (SE), ok.
+    """One row per figure of ``bounds``: value, interval, bound, margin (SE), ok.
 
     ``counts[figure]``: per-problem ``[k, n]``. A figure fails only when its interval lies
-    wholly outside the bound. Unknown figures are an error; a figure with no samples fails."""
+    wholly outside the bound; one with a bound and no samples fails; an empty bound ``{}``
+    reports the figure without judging it. Unknown figures are an error."""
     z = NormalDist().inv_cdf(0.5 + confidence / 2)
     rows = []
     for figure, bound in bounds.items():
@@ -68,8 +69,9 @@ def check(counts: dict, bounds: dict, confidence: float = DEFAULT_CONFIDENCE) ->
             raise ValueError(f"config key 'regime.bounds.{figure}': unknown figure; known: {sorted(FIGURES)}")
         lo, hi = bound.get("min"), bound.get("max")
         stats = clustered_proportion(counts.get(figure) or [], z)
-        ok = stats["value"] is not None and not (lo is not None and stats["high"] < lo) \
-            and not (hi is not None and stats["low"] > hi)
+        ok = (lo is None and hi is None) or (  # a figure without bound is reported, never failed
+            stats["value"] is not None and not (lo is not None and stats["high"] < lo)
+            and not (hi is not None and stats["low"] > hi))
         rows.append({"figure": figure, **stats, "min": lo, "max": hi, "confidence": confidence,
                      "margin_se": _margin(stats, lo, hi), "ok": bool(ok), "measures": FIGURES[figure]})
     return rows
@@ -90,7 +92,10 @@ def gate(diagnosis_path: str | Path, regime: dict, out: str | Path) -> dict:
     if rl is None:
         raise ValueError(f"{diagnosis_path}: no 'rl_prompts' block; the gate judges the diagnosis on the training "
                          "problems (nudgerl diagnose --train ... --rl-params ...)")
-    rows = check(rl["counts"], regime.get("bounds", {}), regime.get("confidence", DEFAULT_CONFIDENCE))
+    bounds = regime.get("bounds", {})
+    # the diagnosis's other figures are reported with their intervals, without a bound
+    reported = {f: {} for f in rl["counts"] if f in FIGURES and f not in bounds}
+    rows = check(rl["counts"], {**bounds, **reported}, regime.get("confidence", DEFAULT_CONFIDENCE))
     failed = [r for r in rows if not r["ok"]]
     verdict = {
         "diagnosis": str(diagnosis_path),
@@ -104,7 +109,7 @@ def gate(diagnosis_path: str | Path, regime: dict, out: str | Path) -> dict:
     }
     atomic_write_text(out, json.dumps(verdict, indent=2))
     for r in rows:
-        value = "missing" if r["value"] is None else f"{r['value']:.4f} [{r['low']:.4f}, {r['high']:.4f}]"
+        value = "no samples" if r["value"] is None else f"{r['value']:.4f} [{r['low']:.4f}, {r['high']:.4f}]"
         margin = "" if r["margin_se"] is None else f", {r['margin_se']:+.1f} SE inside"
         print(f"{'ok ' if r['ok'] else 'OUT'} {r['figure']} = {value}  (min {r['min']}, max {r['max']}{margin})")
     if failed and verdict["gate"]:
@@ -129,6 +134,7 @@ def replicate_table(regime_paths: list[str | Path]) -> pd.DataFrame:
         s, sft = v["summary"], v.get("sft") or {}
         row = {"seed": v.get("seed"), "threads": sft.get("threads")}
         figures = {r["figure"]: r for r in v["figures"]}
+        row["confidence"] = next((r.get("confidence") for r in v["figures"]), DEFAULT_CONFIDENCE)
         for f in TABLE_FIGURES:
             r = figures.get(f, {})
             row.update({f: r.get("value"), f"{f}_low": r.get("low"), f"{f}_high": r.get("high"),
@@ -160,9 +166,10 @@ def replicate_markdown(df: pd.DataFrame, bounds: dict | None = None) -> str:
     head = ("| seed | hinted always-right pass@1 | unhinted pass@1 | unhinted share always-right | "
             "its accuracy, chosen unhinted (forced) | its accuracy, chosen unhinted (sampled) | "
             "SFT steps | check passed at | in regime |")
+    conf = df["confidence"].iloc[0] if len(df) else DEFAULT_CONFIDENCE
     lines = [f"**Base models: {len(df)} replicate(s), one SFT seed each. Figures on the hard training problems, "
-             "sampled as RL samples them: value [95 % interval, clustered by problem] (distance inside the "
-             "regime bound in standard errors).**", "", head, "|---" * 9 + "|"]
+             f"sampled as RL samples them: value [{conf:.0%} interval, clustered by problem] (distance inside the "
+             "regime bound in standard errors; - where the figure has no bound).**", "", head, "|---" * 9 + "|"]
     for _, r in df.iterrows():
         r = r.to_dict()
         cells = [str(r["seed"]), *(_cell(r, f) for f in TABLE_FIGURES),
