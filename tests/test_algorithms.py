@@ -83,3 +83,12 @@ def test_margin_in_se_matches_the_wilson_interval():
     assert margin_in_se(r["value"], r["high"], r["n_eff"]) == pytest.approx(-1.96)
     assert margin_in_se(r["value"], r["low"], r["n_eff"]) == pytest.approx(1.96)
     assert margin_in_se(0.9, 0.8, 1600) == pytest.approx(0.1 / (0.16 / 1600) ** 0.5)
+
+
+@pytest.mark.parametrize("all_right", [False, True])
+def test_clustered_proportion_interval_holds_its_value_at_the_ends(all_right):
+    from nudgerl.algorithms import clustered_proportion
+
+    r = clustered_proportion([(n if all_right else 0, n) for n in (37, 37, 37, 5, 3, 1792)])
+    assert r["low"] <= r["value"] <= r["high"] and r["high"] - r["low"] > 0
+    assert (r["high"] if all_right else r["low"]) == r["value"] == (1.0 if all_right else 0.0)

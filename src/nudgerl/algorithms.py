@@ -227,8 +227,9 @@ def clustered_proportion(counts: Sequence[tuple[int, int]], z: float = 1.96) -> 
     n_eff = n_all / deff
     centre = (p + z * z / (2 * n_eff)) / (1 + z * z / n_eff)
     half = z / (1 + z * z / n_eff) * np.sqrt(p * (1 - p) / n_eff + z * z / (4 * n_eff**2))
+    # at p = 0 or 1 one end equals p in exact arithmetic; keep float rounding from crossing it
     return {"value": p, "k": k_all, "n": n_all, "problems": m, "n_eff": n_eff, "deff": deff,
-            "low": float(max(0.0, centre - half)), "high": float(min(1.0, centre + half))}
+            "low": float(min(p, max(0.0, centre - half))), "high": float(max(p, min(1.0, centre + half)))}
 
 
 def margin_in_se(value: float, bound: float, n_eff: float) -> float:
