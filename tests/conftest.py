@@ -1,9 +1,11 @@
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from nudgerl.tools import tool_command
 
@@ -27,6 +29,23 @@ def copy_workflow(dest: Path) -> Path:
     return dest
 
 
+def job_counts(out: str) -> dict[str, int]:
+    table = out.split("Job stats:", 1)[1].split("total", 1)[0]
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)\s*$", table, re.M)}
+
+
+def stand_in_data(workdir) -> str:
+    """Empty files where config/smollm2.yaml's datasets are: preflight checks that local
+    datasets exist before any job starts, and a dry run reads none of them."""
+    cfg = yaml.safe_load((REPO / "config" / "smollm2.yaml").read_text())["data"]
+    data = workdir / "stand-in-data"
+    data.mkdir(exist_ok=True)
+    for spec in [cfg["train"], *cfg["benchmarks"].values()]:
+        (data / spec["path"]).write_text("")
+    (workdir / "config" / "stand_in_data.yaml").write_text(yaml.safe_dump({"data": {"local_dir": str(data)}}))
+    return "config/stand_in_data.yaml"
+
+
 @pytest.fixture
 def workdir(tmp_path):
     return copy_workflow(tmp_path)
@@ -41,6 +60,14 @@ def smoke_run(tmp_path_factory):
                           capture_output=True, text=True, timeout=1800)  # a hang guard, not a speed target
     assert proc.returncode == 0, proc.stderr[-4000:]
     return workdir
+
+
+@pytest.fixture
+def smoke_run_copy(smoke_run, tmp_path):
+    """A copy of the finished smoke run's checkout (git, DVC cache, Snakemake metadata, results,
+    mtimes kept) for a test that changes it: the shared run stays as the DAG left it, so the
+    tests that read it pass in any order."""
+    return Path(shutil.copytree(smoke_run, tmp_path / "smoke_copy", symlinks=True))
 
 
 def save_tiny_model(path: Path) -> str:

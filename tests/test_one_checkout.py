@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from conftest import stand_in_data
+
 pytestmark = pytest.mark.slow
 
 # A smoke variant with its own run name and a smaller matrix (no ablations, no eps_high
@@ -39,10 +41,9 @@ def _planned_outputs(dry_run: str) -> list[str]:
             for f in line.removeprefix("    output: ").split(",")]
 
 
-def test_configurations_share_one_checkout_without_touching_each_other(smoke_run):
-    from test_smollm2_dag import stand_in_data
-
-    work, results = smoke_run, smoke_run / "results"
+def test_configurations_share_one_checkout_without_touching_each_other(smoke_run_copy):
+    # a copy of the smoke checkout: this test adds a configuration and edits params.yaml
+    work, results = smoke_run_copy, smoke_run_copy / "results"
     before = _hashes(results)
 
     smol = _snakemake(work, "-n", "--configfile", "config/smollm2.yaml", stand_in_data(work), timeout=300)

@@ -9,10 +9,9 @@ import pytest
 import torch
 import yaml
 
-from conftest import REPO, copy_workflow
+from conftest import REPO, copy_workflow, job_counts
 from nudgerl.data.prepare import DatasetSpec, arithmetic_rows, prepare
 from nudgerl.training.grpo import lora_update_norm
-from test_smollm2_dag import job_counts
 
 CONFIG = yaml.safe_load((REPO / "config" / "smollm2_arith.yaml").read_text())
 

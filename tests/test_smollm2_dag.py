@@ -3,30 +3,12 @@ builds the SmolLM2 job list (GGUF conversion, data, local-model helper stages, G
 NudgeRL with LoRA, evaluation, Table 1). Needs neither the model package nor the data
 (empty stand-in files satisfy the preflight's existence check)."""
 
-import re
 import subprocess
 
 import pytest
 import yaml
 
-from conftest import REPO, copy_workflow
-
-
-def job_counts(out: str) -> dict[str, int]:
-    table = out.split("Job stats:", 1)[1].split("total", 1)[0]
-    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)\s*$", table, re.M)}
-
-
-def stand_in_data(workdir) -> str:
-    """Empty files where config/smollm2.yaml's datasets are: preflight checks that local
-    datasets exist before any job starts, and a dry run reads none of them."""
-    cfg = yaml.safe_load((REPO / "config" / "smollm2.yaml").read_text())["data"]
-    data = workdir / "stand-in-data"
-    data.mkdir(exist_ok=True)
-    for spec in [cfg["train"], *cfg["benchmarks"].values()]:
-        (data / spec["path"]).write_text("")
-    (workdir / "config" / "stand_in_data.yaml").write_text(yaml.safe_dump({"data": {"local_dir": str(data)}}))
-    return "config/stand_in_data.yaml"
+from conftest import REPO, copy_workflow, job_counts, stand_in_data
 
 
 def dry_run(workdir, *extra):
