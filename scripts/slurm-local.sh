@@ -15,8 +15,14 @@ set -euo pipefail
 
 STATE=${SLURM_LOCAL_DIR:-/var/tmp/nudgerl-slurm}
 CONF=/etc/slurm/slurm.conf
+GRES_CONF=/etc/slurm/gres.conf
 MARK="# written by nudgerl scripts/slurm-local.sh"
 PARTITION=${SLURM_LOCAL_PARTITION:-local}
+# Fake GPUs: the node advertises GPU GRES of this type (no devices behind them), so GPU
+# requests (--gpus=N, --gpus=<type>:N) are accepted, scheduled and visible in
+# `scontrol show job`, while the jobs themselves see no CUDA (the fail-fast path).
+GPU_TYPE=${SLURM_LOCAL_GPU_TYPE:-fake}
+GPU_COUNT=2
 DAEMONS=(slurmd slurmctld munged)  # stop order: the node, the controller, then authentication
 
 die() { echo "slurm-local: $*" >&2; exit 1; }
@@ -46,9 +52,12 @@ install_packages() {
 }
 
 write_conf() {
-    if [ -e "$CONF" ] && ! grep -qF "$MARK" "$CONF"; then
-        die "$CONF exists and was not written by this script; refusing to replace another cluster's configuration"
-    fi
+    local f
+    for f in "$CONF" "$GRES_CONF"; do
+        if [ -e "$f" ] && ! grep -qF "$MARK" "$f"; then
+            die "$f exists and was not written by this script; refusing to replace another cluster's configuration"
+        fi
+    done
     local host cpus mem
     host=$(hostname -s)
     cpus=$(nproc)
@@ -78,8 +87,24 @@ JobCompType=jobcomp/none
 MpiDefault=none
 ReturnToService=2
 MinJobAge=600
-NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem State=UNKNOWN
+GresTypes=gpu
+NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem Gres=gpu:$GPU_TYPE:$GPU_COUNT State=UNKNOWN
 PartitionName=$PARTITION Nodes=$host Default=YES MaxTime=INFINITE State=UP
+EOF
+    # Slurm 22.05 drops a GPU GRES without File= ("Removing file-less GPU ... from final GRES
+    # list": the node then registers 0 GPUs and is set INVAL), and a regular file is rejected ("not
+    # a valid character or block device"). So each fake GPU is a character device: a copy of
+    # /dev/null (1,3), harmless if opened; nothing restricts device access here (task/none). The
+    # file's trailing number is the GPU's index: jobs get CUDA_VISIBLE_DEVICES=0 (or 0,1) and
+    # yet find no CUDA, as on a node whose driver does not match the installed torch.
+    local i
+    for ((i = 0; i < GPU_COUNT; i++)); do
+        [ -c "$STATE/gpu$i" ] || mknod -m 0666 "$STATE/gpu$i" c 1 3 \
+            || die "cannot create the fake GPU device $STATE/gpu$i (mknod needs CAP_MKNOD)"
+    done
+    cat >"$GRES_CONF" <<EOF
+$MARK
+NodeName=$host Name=gpu Type=$GPU_TYPE File=$STATE/gpu[0-$((GPU_COUNT - 1))]
 EOF
 }
 
@@ -107,9 +132,18 @@ start() {
     # Daemon mode: each writes its PID file (paths in slurm.conf), which stop reads.
     slurmctld
     slurmd
+    # A drain is kept in StateSaveLocation across restarts: one set under an earlier configuration
+    # (e.g. "gres/gpu count reported lower than configured") would keep the node from ever
+    # running a job. Resume it once; a configuration that is still wrong drains it again at the
+    # node's registration, and the wait below fails with the logs to read.
+    wait_for 30 sh -c "sinfo -h -o %T | grep -qx -e idle -e 'drain.*'" || true
+    if sinfo -h -o %T | grep -qx 'drain.*'; then
+        log "node $(hostname -s) was drained ($(sinfo -h -o %E)); resuming it"
+        scontrol update NodeName="$(hostname -s)" State=RESUME
+    fi
     wait_for 30 sh -c "sinfo -h -o %T | grep -qx idle" \
         || die "the node did not become idle; logs: $STATE/slurmctld.log $STATE/slurmd.log"
-    log "cluster up: partition '$PARTITION', node $(hostname -s) ($(nproc) CPUs); state in $STATE"
+    log "cluster up: partition '$PARTITION', node $(hostname -s) ($(nproc) CPUs, $GPU_COUNT fake GPUs of type '$GPU_TYPE'); state in $STATE"
 }
 
 stop() {

@@ -156,6 +156,29 @@ def test_curve_steps_and_missing_checkpoint(tmp_path):
     assert [(s, t) for s, _, t in checkpoint_models(run, "base", 2 * 2)] == [(0, 0.0), (4, 30.0), (6, 50.0)]
 
 
+@pytest.mark.parametrize("backend", ["transformers", "vllm"])
+def test_curve_refuses_an_adapter_trained_on_another_base(tmp_path, monkeypatch, backend):
+    """A LoRA checkpoint names its base in adapter_config.json; served over another base (vLLM
+    applies any adapter of matching shapes) it would be a model that never existed. The check
+    runs before any model loads (the main venv has no vLLM: an engine start would raise
+    ImportError instead)."""
+    from nudgerl.evaluation.curves import evaluate_checkpoints
+    from nudgerl.evaluation.sampling import SamplingParams
+
+    monkeypatch.chdir(tmp_path)
+    run = tmp_path / "grpo8" / "seed0"
+    _metrics(tmp_path, "grpo8", 4, 10.0)
+    (tmp_path / "base").mkdir()
+    for folder, base in [(run / "checkpoints" / "checkpoint-2", "./base"), (run / "model", "other-base")]:
+        folder.mkdir(parents=True)
+        (folder / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": base, "r": 8}))
+    args = (run, "base", {"b": [{"id": "p", "problem": "1 2 3", "answer": "4"}]}, 2, SamplingParams(n=1),
+            tmp_path / "curve.jsonl")
+    with pytest.raises(ValueError, match=r"model: the adapter was trained on 'other-base'.*not on .*'base'"):
+        evaluate_checkpoints(*args, backend=backend)
+    assert not (tmp_path / "curve.jsonl").exists()
+
+
 def test_case_problem_pick():
     rates = {"grpo8": {"a": 0.5, "b": 0.0, "c": 0.0}, "nudgerl8": {"a": 1.0, "b": 0.75, "c": 0.75}}
     assert pick_case_problem(rates, {"b", "c"}, ["grpo8", "nudgerl8"]) == "b"  # hard only; ties: smallest id

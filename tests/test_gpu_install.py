@@ -63,3 +63,29 @@ def test_gpu_extra_resolves_with_the_cpu_pins(tmp_path):
         assert chosen[name.lower()] == version, (name, chosen.get(name.lower()))
     # PyPI's torch 2.13.0 is the CUDA build (no +cpu local version), with its CUDA libraries.
     assert chosen["torch"] == "2.13.0" and any(n.startswith("nvidia-") for n in chosen)
+
+
+@pytest.mark.slow
+def test_the_package_and_every_extra_resolve_for_python_3_12(tmp_path):
+    """Many GPU images ship Python 3.12. This machine has no 3.12 interpreter (Debian bookworm),
+    and pip resolves for another Python version over wheels only (`--python-version` needs
+    `--only-binary=:all:`), while connection_pool (Snakemake) and deepspeed ship only sdists;
+    uv resolves for a target version and platform from metadata, sdists included."""
+    from shutil import which
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert "<3.13" in project["requires-python"] and ">=3.11" in project["requires-python"]
+    uv = which("uv", path=str(Path(sys.executable).parent)) or which("uv")
+    assert uv, "uv is in the test extra (pyproject.toml)"
+    out = tmp_path / "py312.txt"
+    env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never", "UV_CACHE_DIR": str(tmp_path / "uv-cache")}
+    proc = subprocess.run([uv, "pip", "compile", "--quiet", "--python-version", "3.12", "--python-platform",
+                           "x86_64-manylinux_2_28", "--all-extras", str(REPO / "pyproject.toml"), "-o", str(out)],
+                          capture_output=True, text=True, timeout=900, env=env)
+    assert proc.returncode == 0, "uv cannot resolve nudgerl[all extras] for Python 3.12:\n" + proc.stderr[-4000:]
+    chosen = dict(re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)", out.read_text(), re.M))
+    chosen = {k.lower(): v for k, v in chosen.items()}
+    pins = {k: v for extra in project["optional-dependencies"].values() for k, v in _pins(extra).items()}
+    for name, version in {**_pins(project["dependencies"]), **pins}.items():
+        assert chosen[name.lower()] == version, (name, chosen.get(name.lower()))
+    assert any(n.startswith("nvidia-") for n in chosen)  # the CUDA torch of a Linux GPU node

@@ -101,6 +101,16 @@ def test_vllm_backend_serves_a_lora_adapter_over_its_base(tmp_path):
     assert full.lora_request is None and full.base == "Qwen/Qwen3-4B-Instruct-2507"
 
 
+def test_vllm_max_lora_rank_is_one_vllm_accepts():
+    """vLLM 0.31 accepts only some max_lora_rank values (vllm/config/lora.py MaxLoRARanks): an
+    engine serving adapters of ranks 8 and 12 asks for 16, not 12 (which it would refuse)."""
+    from nudgerl.evaluation.sampling import vllm_max_lora_rank
+
+    assert vllm_max_lora_rank([8]) == 8 and vllm_max_lora_rank([8, 12]) == 16 and vllm_max_lora_rank([32]) == 32
+    with pytest.raises(ValueError, match="above vLLM's largest"):
+        vllm_max_lora_rank([1024])
+
+
 def test_paper_batching_and_colocate_vllm_config(tmp_path):
     import yaml
 

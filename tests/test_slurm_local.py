@@ -6,6 +6,8 @@ training run and its evaluation. Checked: every job ran as a Slurm job (none on 
 node), the per-rule requests and the account and partition from the environment reached
 Slurm, a training job killed by Slurm resumes from its checkpoint on the rerun, a failing job
 fails the run and names its log, and unfilled profile settings stop a run before any submit.
+A GPU job on the node's fake GPUs (scripts/slurm-local.sh): the GPU type from the environment
+reaches Slurm, and the job, finding no CUDA, fails fast with the hardware message.
 
 The cluster has no accounting database, so the run uses what profiles/slurm documents for
 such clusters: `--slurm-status-command squeue` (MinJobAge 600 s in the script's slurm.conf,
@@ -217,3 +219,62 @@ def test_smoke_slice_through_slurm(workdir, partition):
     assert "results/smoke/logs/evaluate/nudgerl2_seed0.log" in failed.stderr and slurm_log in failed.stderr
     assert _squeue([slurm_id])[slurm_id]["state"] == "FAILED"
     assert "apex.jsonl" in (workdir / "results" / "smoke" / "logs" / "evaluate" / "nudgerl2_seed0.log").read_text()
+
+
+GPU_EVAL_TARGET = "results/smoke/eval/base/seed0/summary.json"
+GPU_EVAL_LOG = "results/smoke/logs/evaluate/base_seed0.log"
+
+
+def _cluster_gpu_type() -> str:
+    """The type of the node's GPU GRES (scripts/slurm-local.sh: gpu:<type>:2)."""
+    gres = subprocess.run(["sinfo", "-h", "-o", "%G"], capture_output=True, text=True, check=True).stdout.strip()
+    m = re.fullmatch(r"gpu:(\w+):\d+(\(.*\))?", gres)
+    assert m, f"the node has no GPU GRES ({gres!r}): restart it with `bash scripts/slurm-local.sh stop` and `start`"
+    return m.group(1)
+
+
+def _slurm_job_fields(job_id: str) -> dict[str, str]:
+    out = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True, check=True).stdout
+    return dict(f.split("=", 1) for f in out.split() if "=" in f)
+
+
+def test_gpu_job_asks_for_the_clusters_gpu_type_and_fails_fast_without_cuda(workdir, partition):
+    """One evaluation job given a GPU, through the paper-shaped profile: the GPU type from
+    NUDGERL_SLURM_GPU_TYPE reaches Slurm (--gpus=<type>:1, read back from the job), Slurm gives
+    it one of the node's fake GPUs, and the job, finding no CUDA, stops within seconds with the
+    message that names the torch build, the device count and CUDA_VISIBLE_DEVICES."""
+    gpu_type = _cluster_gpu_type()
+    (workdir / "config" / "slurm_gpu.yaml").write_text(yaml.safe_dump({"resources": {"gpu": {"evaluate": 1}}}))
+    # The evaluation's inputs as empty stand-ins (only the evaluate rule may run): the job must
+    # stop at the CUDA check, before it reads any of them.
+    (workdir / "results" / "smoke" / "models" / "base" / "seed0").mkdir(parents=True)
+    for bench in ("aime24", "aime25", "amc23", "math500", "apex"):
+        path = workdir / "results" / "smoke" / "data" / "eval" / f"{bench}.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("")
+    command = ["snakemake", GPU_EVAL_TARGET, "--profile", "profiles/slurm", "--configfile", "config/smoke.yaml",
+               "config/slurm_gpu.yaml", "--allowed-rules", "evaluate", "--jobs", "1",
+               "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "2",
+               "--latency-wait", "5", "--retries", "0"]
+    proc = subprocess.run(command, cwd=workdir, capture_output=True, text=True, timeout=300,
+                          env=_env(partition, NUDGERL_SLURM_GPU_TYPE=gpu_type))
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    submitted, _ = _jobs_of(proc.stderr)
+    (slurm_id, _slurm_log), = submitted.values()
+    assert f"SLURM-job '{slurm_id}' failed" in proc.stderr and GPU_EVAL_LOG in proc.stderr, proc.stderr[-3000:]
+
+    # What Slurm recorded: one GPU of the type from the environment, and the job held it.
+    job = _slurm_job_fields(slurm_id)
+    assert job["TresPerJob"] == f"gres:gpu:{gpu_type}:1", job
+    assert job["JobState"] == "FAILED" and job["Account"] == ACCOUNT and job["Partition"] == partition, job
+    # It failed fast: RunTime covers Snakemake's start inside the job, torch's import and the check.
+    hours, minutes, seconds = (int(x) for x in job["RunTime"].split(":"))
+    assert hours * 3600 + minutes * 60 + seconds < 90, job["RunTime"]
+
+    log = (workdir / GPU_EVAL_LOG).read_text()
+    assert log.startswith("nudgerl evaluate: error: this job asked for a GPU (NUDGERL_REQUIRE_CUDA=1)"), log
+    assert "torch.version.cuda = None" in log and "torch.cuda.device_count() = 0" in log, log
+    # Slurm set CUDA_VISIBLE_DEVICES for the GPU it assigned: the message tells the user that the
+    # scheduler did its part and the torch build / driver is what to check.
+    assert re.search(r"CUDA_VISIBLE_DEVICES = '\d'", log) and "the scheduler assigned GPUs" in log, log
+    assert not (workdir / "results" / "smoke" / "eval" / "base" / "seed0").exists()

@@ -5,13 +5,15 @@ derivations one by one: method ids, ablation and claim roles, paths, resources, 
 """
 
 import copy
+import os
 from types import SimpleNamespace
 
 import pytest
 import yaml
 from snakemake.utils import update_config  # how Snakemake merges --configfile files
 
-from nudgerl.workflow_plan import EVAL_EXCLUDE, GRPO_RUN_EXCLUDE, WorkflowPlan
+from nudgerl.workflow_plan import (EVAL_EXCLUDE, GPU_TYPE_VAR, GRPO_RUN_EXCLUDE, TRAIN_KILL_AFTER_S,
+                                   TRAIN_STOP_BEFORE_LIMIT_S, WorkflowPlan, time_budget)
 
 from conftest import REPO
 
@@ -112,9 +114,58 @@ def test_the_drill_reads_no_sft_setting_so_the_regime_map_shares_it():
 
 def test_launcher_uses_accelerate_for_more_than_one_gpu():
     plan = WorkflowPlan(_config())
-    assert plan.launcher(None, SimpleNamespace(gpu=1)) == "nudgerl"
+    assert plan.launcher(None, SimpleNamespace(gpu=0)) == "nudgerl"  # CPU training: no CUDA check
+    assert plan.launcher(None, SimpleNamespace(gpu=1)) == "NUDGERL_REQUIRE_CUDA=1 nudgerl"
     cmd = plan.launcher(None, SimpleNamespace(gpu=4))
-    assert cmd.startswith("accelerate launch") and "--num_processes 4 -m nudgerl.cli" in cmd
+    assert cmd.startswith("NUDGERL_REQUIRE_CUDA=1 ") and "accelerate launch" in cmd
+    assert "--num_processes 4 -m nudgerl.cli" in cmd
+    # evaluation never runs one process per GPU (vLLM's tensor parallelism spans them)
+    assert plan.inference_launcher(None, SimpleNamespace(gpu=4)) == "NUDGERL_REQUIRE_CUDA=1 nudgerl"
+    assert plan.inference_launcher(None, SimpleNamespace(gpu=0)) == "nudgerl"
+
+
+def test_gpu_type_comes_from_the_environment_for_gpu_rules_only(monkeypatch):
+    cfg = _config()
+    cfg["resources"] = {"gpu": {"train_grpo": 1, "evaluate": 2}, "gpu_model": {"evaluate": "a100"}}
+    plan = WorkflowPlan(cfg)
+    monkeypatch.delenv(GPU_TYPE_VAR, raising=False)
+    assert "gpu_model" not in plan.rule_resources("train_grpo")  # plain count: --gpus=1
+    monkeypatch.setenv(GPU_TYPE_VAR, "")
+    assert "gpu_model" not in plan.rule_resources("train_grpo")
+    monkeypatch.setenv(GPU_TYPE_VAR, "h200_nvl")
+    assert plan.rule_resources("train_grpo") == {"gpu": 1, "gpu_model": "h200_nvl"}
+    assert plan.rule_resources("evaluate")["gpu_model"] == "a100"  # the config's own per-rule model wins
+    assert "gpu_model" not in plan.rule_resources("rank_hints", mem_mb=2000)  # no GPU: no type
+    monkeypatch.setenv(GPU_TYPE_VAR, "nvidia_a100-sxm4-80gb")  # the plugin rejects '-' at submit time
+    with pytest.raises(ValueError, match="NUDGERL_SLURM_GPU_TYPE='nvidia_a100-sxm4-80gb'"):
+        plan.rule_resources("train_grpo")
+
+
+def test_training_under_slurm_stops_itself_before_the_time_limit(tmp_path):
+    """The time budget prefix, run by bash as Snakemake runs a rule's shell: inside a Slurm job
+    the trainer gets SIGUSR1 when the budget is spent and its exit code is kept; outside Slurm
+    (no SLURM_JOB_ID) nothing limits it. A stand-in trainer that saves and exits 75 on SIGUSR1,
+    with a 1-minute runtime and a 57 s lead (3 s budget)."""
+    import subprocess
+    import time
+
+    trainer = tmp_path / "trainer.py"
+    trainer.write_text(
+        "import signal, sys, time\n"
+        "signal.signal(signal.SIGUSR1, lambda *a: (open(sys.argv[1], 'w').write('saved'), sys.exit(75)))\n"
+        "time.sleep(float(sys.argv[2]))\n")
+    prefix = time_budget(1, stop_before_s=57, kill_after_s=5)
+    assert prefix.startswith("${SLURM_JOB_ID:+timeout --preserve-status --signal=USR1 --kill-after=5 3}")
+    env = {k: v for k, v in os.environ.items() if k != "SLURM_JOB_ID"}
+    t0 = time.monotonic()
+    in_slurm = subprocess.run(["bash", "-c", f"set -euo pipefail; {prefix}python {trainer} {tmp_path}/a 30"],
+                              env={**env, "SLURM_JOB_ID": "1"})
+    assert in_slurm.returncode == 75 and (tmp_path / "a").read_text() == "saved"
+    assert 2.5 < time.monotonic() - t0 < 20
+    local = subprocess.run(["bash", "-c", f"set -euo pipefail; {prefix}python {trainer} {tmp_path}/b 5"], env=env)
+    assert local.returncode == 0 and not (tmp_path / "b").exists()
+    assert time_budget(None) == "" and time_budget(20) == ""  # no runtime, or one shorter than the lead
+    assert time_budget(720).endswith(f"--kill-after={TRAIN_KILL_AFTER_S} {720 * 60 - TRAIN_STOP_BEFORE_LIMIT_S}}} ")
 
 
 def test_organism_outputs_and_base_model_arguments():

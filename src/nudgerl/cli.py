@@ -14,6 +14,7 @@ import sys
 from nudgerl.arguments import add_command
 from nudgerl.data import cli as data_cli
 from nudgerl.evaluation import cli as evaluation_cli
+from nudgerl.hardware import CudaUnavailableError, require_cuda
 from nudgerl.offline import cli as offline_cli
 from nudgerl.organism import cli as organism_cli
 from nudgerl.reporting import cli as reporting_cli
@@ -62,6 +63,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Before parsing: a job that asked for a GPU and sees no CUDA stops here, within seconds,
+    # whatever it was asked to run (NUDGERL_REQUIRE_CUDA=1 comes from the workflow's launcher).
+    try:
+        require_cuda()
+    except CudaUnavailableError as e:
+        words = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")]
+        print(f"{' '.join(['nudgerl', *words[:1]])}: error: {e}", file=sys.stderr)
+        return 3
     args = build_parser().parse_args(argv)
     try:
         args.fn(args)

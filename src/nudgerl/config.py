@@ -148,22 +148,30 @@ def check_batch_shapes(config: dict) -> list[str]:
     if train_size is not None and train_size < pps:
         problems.append(f"config key 'grpo.prompts_per_step' ({pps}) exceeds the training set "
                         f"('organism.train.size' = {train_size}): lower prompts_per_step or raise the size")
+    # each generation batch (prompts_per_step x N rollouts) must split into whole micro-batches
+    # over the job's processes (its `gpu` resource: accelerate starts one per GPU) and
+    # optimizer_steps_per_generation steps, for every N each training rule trains
     per_device = grpo.get("per_device_train_batch_size")
-    if per_device is not None:
-        # each generation batch (prompts_per_step x N rollouts) must split into whole micro-batches
-        # over optimizer_steps_per_generation steps, for every N the DAG trains
-        steps = grpo.get("optimizer_steps_per_generation", 1)
-        nudge_cfg = config.get("nudgerl") or {}
-        sizes = {*grpo.get("group_sizes", []), grpo.get("epsilon_high_sweep_group_size", 8) if grpo.get(
-            "epsilon_high_sweep") else None, (config.get("pope") or {}).get("num_generations"),
-            nudge_cfg.get("M", 2) * nudge_cfg.get("K", 4) if nudge_cfg else None} - {None}
-        for n in sorted(sizes):
-            if (pps * n) % (per_device * steps):
+    steps = grpo.get("optimizer_steps_per_generation", 1)
+    for rule, n in _trained_group_sizes(config):
+        procs = training_processes(config, rule)
+        generation = pps * n
+        gpu_key = f"'resources.gpu.{rule}' ({procs})"
+        if per_device is None:
+            if generation % procs:
                 problems.append(
-                    f"config key 'grpo.per_device_train_batch_size' ({per_device}): the generation batch of N={n} "
-                    f"(prompts_per_step {pps} x {n} = {pps * n} rollouts) is not a multiple of "
-                    f"per_device_train_batch_size x optimizer_steps_per_generation ({per_device} x {steps}); "
-                    "pick sizes that divide it")
+                    f"config keys 'grpo.prompts_per_step' and {gpu_key}: rule {rule}'s generation batch of N={n} "
+                    f"({pps} x {n} = {generation} rollouts) does not split evenly over {procs} processes; pick a "
+                    "prompts_per_step or gpu count that divides it")
+        elif generation % (per_device * procs * steps):
+            procs_text = f" x {gpu_key} processes" if procs > 1 else ""
+            fix = " or fewer GPUs" if procs > 1 else ""
+            problems.append(
+                f"config key 'grpo.per_device_train_batch_size' ({per_device}): rule {rule}'s generation batch of "
+                f"N={n} ('grpo.prompts_per_step' {pps} x {n} = {generation} rollouts) is not a multiple of "
+                f"per_device_train_batch_size{procs_text} x 'grpo.optimizer_steps_per_generation' ({steps}) = "
+                f"{per_device * procs * steps}; raise prompts_per_step or lower per_device_train_batch_size"
+                f"{fix}")
     nudge = config.get("nudgerl")
     if nudge is not None:
         M, K = nudge.get("M", 2), nudge.get("K", 4)
@@ -174,6 +182,29 @@ def check_batch_shapes(config: dict) -> list[str]:
             problems.append("config key 'grpo.vllm_mode': 'server' sends one prompt per group and would drop "
                             "NudgeRL's per-rollout hints; set vllm_mode: colocate")
     return problems
+
+
+def training_processes(config: dict, rule: str) -> int:
+    """Processes a training job of ``rule`` runs with: one per GPU (WorkflowPlan.launcher starts
+    ``accelerate launch --num_processes <gpu>`` when the rule's ``resources.gpu`` is above 1).
+    A ``--set-resources <rule>:gpu=N`` on the command line is not in the config: such a job
+    checks its shapes itself when it starts (nudgerl.training.grpo.batch_kwargs)."""
+    gpus = ((config.get("resources") or {}).get("gpu") or {}).get(rule) or 1
+    return max(int(gpus), 1)
+
+
+def _trained_group_sizes(config: dict) -> list[tuple[str, int]]:
+    """(training rule, N) for every group size the DAG trains."""
+    grpo = config.get("grpo", {})
+    nudge = config.get("nudgerl")
+    pairs = [("train_grpo", n) for n in sorted(set(grpo.get("group_sizes", [])))]
+    if grpo.get("epsilon_high_sweep"):
+        pairs.append(("train_grpo_eps", grpo.get("epsilon_high_sweep_group_size", 8)))
+    if (config.get("pope") or {}).get("num_generations"):
+        pairs.append(("train_pope", config["pope"]["num_generations"]))
+    if nudge is not None and nudge.get("M", 2) * nudge.get("K", 4) >= 1:
+        pairs.append(("train_nudgerl", nudge.get("M", 2) * nudge.get("K", 4)))
+    return pairs
 
 
 def check_trackers(config: dict) -> list[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 
 from snakemake.io import expand
@@ -20,6 +21,26 @@ from nudgerl.offline.dvc_stages import check_outputs, load_stage, stage_name
 GRPO_RUN_EXCLUDE = ("epsilon_high_sweep", "epsilon_high_sweep_group_size")
 EVAL_EXCLUDE = ("curve",)
 
+# The cluster's name for its GPU type (its GRES type, e.g. h100, a100_80g), from the
+# environment like the Slurm account and partition (profiles/slurm): a tracked config cannot
+# know it, and a type the cluster does not have is rejected at submission ("Requested node
+# configuration is not available"). Empty or unset: a plain GPU count (sbatch --gpus=N).
+GPU_TYPE_VAR = "NUDGERL_SLURM_GPU_TYPE"
+# What snakemake-executor-plugin-slurm 2.6.1 accepts as gpu_model (utils.py, set_gres_string):
+# no '-', so a type such as nvidia_a100-sxm4-80gb cannot be requested through it.
+_PLUGIN_GPU_MODEL = re.compile(r"^[a-zA-Z0-9_.]+$")
+# A training job stops itself before the scheduler's time limit (resources runtime): the
+# trainer catches SIGUSR1, ends the current generation batch, saves a complete checkpoint and
+# exits 75 (training/run_state.py); the retry (profiles/slurm `retries`) resumes from it.
+# The signal comes from `timeout` around the trainer, not from sbatch --signal (slurm_extra).
+# Measured with the pinned plugin on Slurm 22.05: --signal=USR1@N reaches every process of the
+# job step, so the job's inner Snakemake, which does not handle SIGUSR1, dies at once and the
+# job is reported failed (a retry could start) while the trainer is still saving; with
+# --signal=B:USR1@N only the batch shell gets it, dies, and the job ends with the trainer killed.
+# SIGUSR1 this long before the limit: the trainer's last step and the save (TRAIN_KILL_AFTER_S),
+# plus the minutes Snakemake takes before the command starts and after it ends.
+TRAIN_STOP_BEFORE_LIMIT_S = 30 * 60
+TRAIN_KILL_AFTER_S = 20 * 60  # SIGKILL if the trainer has not exited this long after SIGUSR1
 # What only this module uses: not bound for the rules.
 _PRIVATE = {"config", "_CLASH", "_ABL", "_N_NUDGE", "_pools_for", "_variant"}
 
@@ -31,6 +52,43 @@ def rl_diagnosis_params(config: dict, seed: int) -> dict:
     return {"samples": diag.get("samples", 16), "batch_size": diag.get("batch_size", 512),
             "temperature": grpo.get("temperature", 1.0), "top_p": grpo.get("top_p", 1.0),
             "max_new_tokens": grpo.get("max_completion_length", 56), "seed": seed}
+
+
+def launcher_signal_env(kill_after_s=TRAIN_KILL_AFTER_S) -> dict:
+    """Environment of a multi-process training job's `accelerate launch`: torchrun's agent
+    handles SIGTERM/INT/HUP/QUIT only and would die of SIGUSR1, leaving its ranks (each in a
+    session of its own, out of reach of `timeout`'s process-group signal) to train on. Listed in
+    PET_SIGNALS_TO_HANDLE (torchrun's own option through its PET_ environment default, which
+    accelerate passes on; TORCHELASTIC_SIGNALS_TO_HANDLE is overwritten by torchrun) it passes
+    the signal to its ranks, and waits TORCH_ELASTIC_SHUTDOWN_TIMEOUT seconds (default 30: less
+    than a paper-scale step and its save) before it kills them."""
+    return {"PET_SIGNALS_TO_HANDLE": "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1",
+            "TORCH_ELASTIC_SHUTDOWN_TIMEOUT": str(kill_after_s)}
+
+
+def slurm_gpu_type(environ=None) -> str:
+    """The GPU type GPU jobs ask for (NUDGERL_SLURM_GPU_TYPE), or "" for a plain GPU count."""
+    environ = os.environ if environ is None else environ
+    gpu_type = environ.get(GPU_TYPE_VAR, "").strip()
+    if gpu_type and not _PLUGIN_GPU_MODEL.match(gpu_type):
+        raise ValueError(f"{GPU_TYPE_VAR}={gpu_type!r}: the Slurm executor plugin accepts only letters, digits, "
+                         "'_' and '.' in a GPU type; use one of the cluster's type names (`sinfo -o %G`) that "
+                         "fits, or leave the variable empty for a plain GPU count")
+    return gpu_type
+
+
+def time_budget(runtime_min, stop_before_s=TRAIN_STOP_BEFORE_LIMIT_S, kill_after_s=TRAIN_KILL_AFTER_S) -> str:
+    """A command prefix: `timeout` that sends SIGUSR1 ``stop_before_s`` before the job's time
+    limit (resources runtime, minutes) and SIGKILL ``kill_after_s`` later, active only inside a
+    Slurm job (${SLURM_JOB_ID:+...}: a local run has no time limit). --preserve-status keeps the
+    trainer's own exit code (75: stopped for the time limit, checkpoint complete). Empty when the
+    job has no runtime or one shorter than the lead."""
+    if not runtime_min:
+        return ""
+    budget_s = int(runtime_min) * 60 - stop_before_s
+    if budget_s <= 0:
+        return ""
+    return f"${{SLURM_JOB_ID:+timeout --preserve-status --signal=USR1 --kill-after={kill_after_s} {budget_s}}} "
 
 
 class WorkflowPlan:
@@ -68,6 +126,10 @@ class WorkflowPlan:
         self.BENCHMARKS = list(self.config["data"]["benchmarks"] if self.TASK == "math" else self.config["organism"]["benchmarks"])
         self.GRPO_METHODS = [f"grpo{n}" for n in self.config["grpo"]["group_sizes"]]
         self.THREADS = self.config.get("threads_per_job", 1)
+        # Attempts after a failure of a training job, over the profile's `retries` for every other
+        # rule: a training run longer than its job's time limit stops itself with a checkpoint
+        # (exit 75) and is carried on by these retries (config/paper.yaml). None: the profile's.
+        self.TRAIN_RETRIES = self.config.get("train_retries")
         self.POOL_STAGE = self.config.get("pools", {}).get("stage", "pools_organism")
         self.POOLS = f"{self.SHARED}/pools/{self.POOL_STAGE}.jsonl"
         self.RANKED_POOLS = f"{self.RESULTS}/pools/{self.POOL_STAGE}.ranked.seed{{seed}}.jsonl"  # ranked by each replicate's base policy
@@ -91,6 +153,18 @@ class WorkflowPlan:
             if _m["path"] != f"{self.SHARED}/models/{_name}":
                 raise ValueError(f"config models '{_name}': a model with 'gguf' is converted into {self.SHARED}/models/{_name}; "
                                  f"set its path to that (got {_m['path']!r})")
+        # Real base models given as a Hugging Face id (a `path` that is no local folder): rule
+        # snapshot_model (a local rule: the submit host reaches the Hub, compute nodes may not)
+        # downloads each once, at its `revision`, into results/<run_name>/models/<name>, beside the
+        # GGUF conversions. Every job then loads that folder: the folder is the pinned revision,
+        # which is also what TRL's colocated vLLM serves (it is started with the folder's path).
+        self.HUB_MODELS = {n: m for n, m in self.MODELS.items()
+                           if n not in self.GGUF_MODELS and not os.path.exists(m["path"])}
+        # The command prefix of every job that loads the base policy (training, evaluation,
+        # checkpoint curves, hint ranking). Under task math their models and data are local
+        # files, so a Hub lookup there is a bug: HF_HUB_OFFLINE=1 makes it fail at once instead
+        # of hanging on a compute node without internet. Empty for the organism (no Hub at all).
+        self.HUB_OFFLINE = "HF_HUB_OFFLINE=1 " if self.TASK == "math" else ""
 
         # NudgeRL runs: the main run and one run per ablation value, as method ids
         # (nudgerl8, nudgerl8_pdrop0.25, nudgerl8_distill0, nudgerl8_random, nudgerl8_topranked).
@@ -288,7 +362,14 @@ class WorkflowPlan:
         global limit (`--resources mem_mb=...`, profiles/local); on Slurm each value is a request."""
         wanted = {name: per_rule[rule] for name, per_rule in self.config.get("resources", {}).items()
                   if name != "threads" and rule in per_rule}
-        return {**defaults, **wanted}
+        resources = {**defaults, **wanted}
+        gpu_type = slurm_gpu_type()
+        # A GPU job asks for the cluster's GPU type when NUDGERL_SLURM_GPU_TYPE names one, unless
+        # the config names a model for this rule; never a job without GPUs (the plugin would turn
+        # a gpu_model alone into --gpus=<type>:1).
+        if gpu_type and int(resources.get("gpu", 0) or 0) >= 1 and not resources.get("gpu_model"):
+            resources["gpu_model"] = gpu_type
+        return resources
 
     def rule_threads(self, rule):
         """Threads of a rule's jobs (torch threads; cpus per task on Slurm unless cpus_per_task or
@@ -299,6 +380,14 @@ class WorkflowPlan:
         """A DVC stage's dependencies other than the training problems (e.g. a local helper
         model folder): inputs of its Snakemake rule, built before the stage runs."""
         return [d for d in load_stage(stage).deps if d != self.TRAIN]
+
+    def helper_calls_api(self, stage):
+        """Whether a helper DVC stage calls an HTTP API (params.yaml backend `openai`): its rule is
+        then a local rule, run on the submit host, because it needs the network (compute nodes
+        may have none) and no GPU or CPU worth a cluster job. A helper that runs a model here
+        (backend transformers) or the organism's stays a cluster job."""
+        return any(section.get("backend") == "openai" for section in load_stage(stage).params.values()
+                   if isinstance(section, dict))
 
     def dvc_stage_definition(self, stage):
         """The DVC stage and its params.yaml section, as JSON for a rule's `params`: the rule
@@ -338,21 +427,29 @@ class WorkflowPlan:
         args = [f"--prompt {shlex.quote(t)}" if t else "", f"--grader-mode {mode}" if mode != DEFAULT_MODE else ""]
         return " ".join(a for a in args if a)
 
+    def model_folder(self, name):
+        """The local folder of real model ``name``: its Hub snapshot (rule snapshot_model), its
+        GGUF conversion, or the folder its `path` names."""
+        return f"{self.SHARED}/models/{name}" if name in self.HUB_MODELS else self.MODELS[name]["path"]
+
+    def snapshot_source(self, wildcards):
+        """`snapshot-model --repo-id/--revision` of a Hub model (default revision: main)."""
+        m = self.HUB_MODELS[wildcards.model]
+        return f"--repo-id {shlex.quote(m['path'])} --revision {shlex.quote(m.get('revision') or 'main')}"
+
     def base_model_input(self, wildcards):
-        """Input files of the base policy: the organism replicate's trained folder, a real
-        model's local folder, or nothing for a Hugging Face id (the job loads it; `revision` pins it)."""
+        """Input files of the base policy: the organism replicate's trained folder, or a real
+        model's local folder (a Hub id's snapshot, a GGUF conversion, or the configured folder)."""
         if self.TASK != "math":
             return self.BASE_MODEL.format(seed=wildcards.seed)
-        path = self.MODELS[wildcards.model]["path"]
-        return path if wildcards.model in self.GGUF_MODELS or os.path.exists(path) else []
+        return self.model_folder(wildcards.model)
 
     def base_model_arg(self, wildcards):
-        """--model (and --revision) of the base policy, for a rule's params."""
+        """--model of the base policy, for a rule's params: always a local folder, with no
+        --revision (a snapshot folder is its revision; a local folder has none)."""
         if self.TASK != "math":
             return self.BASE_MODEL.format(seed=wildcards.seed)
-        m = self.MODELS[wildcards.model]
-        rev = f" --revision {shlex.quote(m['revision'])}" if m.get("revision") else ""
-        return shlex.quote(m["path"]) + rev
+        return shlex.quote(self.model_folder(wildcards.model))
 
     def regime_input(self, wildcards):
         """The replicate's regime verdict (organism): every RL job waits for it, and the gate
@@ -374,14 +471,28 @@ class WorkflowPlan:
         return self.model_dir(wildcards)
 
     def launcher(self, wildcards, resources):
-        """`nudgerl`, or `accelerate launch` (DeepSpeed ZeRO, one process per GPU) when a
-        training job was given more than one GPU (resources `gpu`, e.g. in profiles/slurm)."""
+        """A training job's command prefix: `nudgerl`, or `accelerate launch` (DeepSpeed ZeRO, one
+        process per GPU) when the job was given more than one GPU (resources `gpu`); with
+        NUDGERL_REQUIRE_CUDA=1 when it was given any (inference_launcher), and under Slurm with a
+        time budget that stops it for a resume before the job's time limit (TRAIN_STOP_BEFORE_LIMIT_S)."""
         gpus = int(getattr(resources, "gpu", 0) or 0)
+        # environment assignments first: they must precede the command words in the shell
+        env = "NUDGERL_REQUIRE_CUDA=1 " if gpus >= 1 else ""
+        budget = time_budget(getattr(resources, "runtime", None))
         if gpus <= 1:
-            return "nudgerl"
+            return f"{env}{budget}nudgerl"
         acc = self.config.get("accelerate", {})
         cfg = acc.get("config_file", "workflow/accelerate/deepspeed_zero2.yaml")
-        return f"accelerate launch --config_file {cfg} --num_processes {gpus} -m nudgerl.cli"
+        env += "".join(f"{k}={v} " for k, v in launcher_signal_env().items())
+        return f"{env}{budget}accelerate launch --config_file {cfg} --num_processes {gpus} -m nudgerl.cli"
+
+    def inference_launcher(self, wildcards, resources):
+        """A job's `nudgerl`, with NUDGERL_REQUIRE_CUDA=1 when it was given a GPU (resources
+        `gpu` >= 1): nudgerl.cli then stops at once if torch sees no CUDA (nudgerl.hardware)
+        instead of running on the CPU. Never `accelerate launch`: evaluation (vLLM) spreads one
+        model over several GPUs itself (eval tensor_parallel_size), in one process."""
+        gpus = int(getattr(resources, "gpu", 0) or 0)
+        return "NUDGERL_REQUIRE_CUDA=1 nudgerl" if gpus >= 1 else "nudgerl"
 
     def figure_files(self, name):
         return expand(f"{self.RESULTS}/figures/{name}.{{ext}}", ext=["png", "pdf", "json"], allow_missing=True)

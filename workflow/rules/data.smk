@@ -21,6 +21,9 @@ else:
 
     rule prepare_train:
         """The training problems (DAPO-Math-17k): the configured subset, content-hashed."""
+        # A local rule, as prepare_benchmark: a Hugging Face dataset is downloaded on the submit
+        # host, which reaches the Hub (compute nodes may not); a local file is read as cheaply there.
+        localrule: True
         output:
             TRAIN,
         params:
@@ -37,6 +40,7 @@ else:
 
     rule prepare_benchmark:
         """One evaluation benchmark (AIME24, AIME25, AMC23, MATH500 level 5, Apex shortlist)."""
+        localrule: True  # the Hub download runs on the submit host (see prepare_train)
         output:
             f"{DATA}/eval/{{bench}}.jsonl",
         wildcard_constraints:

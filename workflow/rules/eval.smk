@@ -11,8 +11,10 @@ rule evaluate:
     params:
         cfg=section("eval", exclude=EVAL_EXCLUDE),
         model=model_arg,
+        hub_offline=HUB_OFFLINE,  # HF_HUB_OFFLINE=1 under task math (WorkflowPlan.HUB_OFFLINE)
         prompt=lambda w: prompt_arg("eval"),
         out_dir=lambda w, output: os.path.dirname(output.summary),
+        launch=inference_launcher,  # NUDGERL_REQUIRE_CUDA=1 when the job asks for a GPU (nudgerl.hardware)
     threads: rule_threads("evaluate")
     resources:
         **rule_resources("evaluate", mem_mb=2000),
@@ -23,5 +25,5 @@ rule evaluate:
     benchmark:
         f"{RESULTS}/benchmarks/evaluate/{{method}}_seed{{seed}}.tsv"
     shell:
-        "nudgerl evaluate --model {params.model} {params.prompt} --benchmarks {input.benchmarks} "
+        "{params.hub_offline}{params.launch} evaluate --model {params.model} {params.prompt} --benchmarks {input.benchmarks} "
         "--seed {wildcards.seed} --params {params.cfg:q} --threads {threads} --out-dir {params.out_dir} > {log} 2>&1"

@@ -13,10 +13,15 @@ rule curve_eval:
     output:
         f"{RESULTS}/curves/{{method}}/seed{{seed}}/curve.jsonl",
     params:
+        # the whole eval section: `curve` and the evaluate rule's vLLM engine keys (backend,
+        # max_model_len, dtype, enforce_eager, gpu_memory_utilization), which curve-eval passes
+        # to its one engine
         cfg=section("eval"),
         base=base_model_arg,
+        hub_offline=HUB_OFFLINE,  # HF_HUB_OFFLINE=1 under task math (WorkflowPlan.HUB_OFFLINE)
         prompt=lambda w: prompt_arg("eval"),
         run_dir=lambda w, input: os.path.dirname(input.metrics),
+        launch=inference_launcher,  # NUDGERL_REQUIRE_CUDA=1 when the job asks for a GPU (nudgerl.hardware)
     threads: rule_threads("curve_eval")
     resources:
         **rule_resources("curve_eval", mem_mb=2000),
@@ -27,7 +32,7 @@ rule curve_eval:
     benchmark:
         f"{RESULTS}/benchmarks/curve_eval/{{method}}_seed{{seed}}.tsv"
     shell:
-        "nudgerl curve-eval --run-dir {params.run_dir} --base-model {params.base} {params.prompt} "
+        "{params.hub_offline}{params.launch} curve-eval --run-dir {params.run_dir} --base-model {params.base} {params.prompt} "
         "--benchmarks {input.benchmarks} --seed {wildcards.seed} --params {params.cfg:q} --threads {threads} "
         "--out {output} > {log} 2>&1"
 

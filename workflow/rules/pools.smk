@@ -1,5 +1,7 @@
 rule strategy_pools:
     """Per training problem, candidate hints: DVC stage `<pools.stage>@<run_name>` (cached, shareable)."""
+    # on the submit host when the helper is an HTTP API (network, no GPU): WorkflowPlan.helper_calls_api
+    localrule: helper_calls_api(POOL_DVC_STAGE)
     input:
         train=TRAIN,
         deps=dvc_stage_deps(POOL_DVC_STAGE),
@@ -36,7 +38,9 @@ rule rank_hints:
     params:
         cfg=section("ranking"),
         model=base_model_arg,
+        hub_offline=HUB_OFFLINE,  # HF_HUB_OFFLINE=1 under task math (WorkflowPlan.HUB_OFFLINE)
         prompt=lambda w: prompt_arg("nudgerl"),
+        launch=inference_launcher,  # NUDGERL_REQUIRE_CUDA=1 when the job asks for a GPU (nudgerl.hardware)
     threads: rule_threads("rank_hints")
     resources:
         **rule_resources("rank_hints", mem_mb=2000),
@@ -47,12 +51,13 @@ rule rank_hints:
     benchmark:
         f"{RESULTS}/benchmarks/rank_hints/seed{{seed}}.tsv"
     shell:
-        "nudgerl rank-hints --model {params.model} {params.prompt} --train {input.train} --pools {input.pools} "
+        "{params.hub_offline}{params.launch} rank-hints --model {params.model} {params.prompt} --train {input.train} --pools {input.pools} "
         "--params {params.cfg:q} --seed {wildcards.seed} --threads {threads} --out {output} > {log} 2>&1"
 
 
 rule oracle_solutions:
     """Oracle solutions for POPE: DVC stage `<pope.oracle_stage>@<run_name>` (cached, shareable)."""
+    localrule: helper_calls_api(ORACLE_DVC_STAGE)  # as strategy_pools
     input:
         train=TRAIN,
         deps=dvc_stage_deps(ORACLE_DVC_STAGE),

