@@ -1,0 +1,194 @@
+"""How close the organism's work runs to its hardware bound, in one process, one torch thread.
+
+    python benchmarks/efficiency.py --quick      # ~1-2 min; the last line holds the ratios
+    python benchmarks/efficiency.py              # more repeats; writes benchmarks/efficiency.json
+
+Two ratios, each the time the model's own matrix products need alone over the time the real
+work takes (1.0 = nothing but matmuls; the same process, shapes and thread count, interleaved):
+- **sampling**: `model.generate` as the evaluation backend calls it (static KV cache, top-p
+  sampling, `min_new_tokens` so every row decodes `max_completion_length` tokens) on a batch of
+  the default's size, against the prefill and per-token decode matmuls of the same batch;
+- **training step**: the forward and backward pass of GRPO's policy loss (log-probs of the
+  completion tokens, weighted by advantages) over one micro-batch of the default's size,
+  against the forward matmuls and their two backward products (input and weight gradients).
+Attention's score and value products are left out of the bound (at these lengths they are a
+few per cent of the FLOPs), so the ratios are upper estimates of the matmul share.
+Plus the **start-up share** of the default: each job's start-up (a fresh interpreter importing
+what the job imports and loading its model, measured here) times the jobs per rule, over the
+jobs' seconds, from a default run's per-rule records (`benchmarks/results.json`, written by
+`benchmarks/run.py`, or `--per-rule FILE`).
+
+The model is the default's shape (config/config.yaml `base_model`, the organism tokenizer's
+vocabulary), randomly initialised (speed does not depend on the weights): no run of the
+pipeline is needed first; plain torch/transformers calls, timed with the standard library.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def default_shapes(config: dict) -> dict:
+    base, grpo, ev = config["base_model"], config["grpo"], config["eval"]
+    return {"hidden": base["hidden_size"], "intermediate": base["intermediate_size"], "layers": base["num_layers"],
+            "heads": base["num_heads"], "new_tokens": grpo["max_completion_length"],
+            "sample_batch": ev["batch_size"], "train_batch": grpo.get("per_device_train_batch_size") or 64,
+            "temperature": ev.get("temperature", 1.0), "top_p": ev.get("top_p", 1.0), "prompt_tokens": 32}
+
+
+def make_model(s: dict):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from nudgerl.organism.tokenizer import build_tokenizer
+
+    vocab = len(build_tokenizer())  # the LM head's width is part of the work
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=vocab, hidden_size=s["hidden"], intermediate_size=s["intermediate"],
+                      num_hidden_layers=s["layers"], num_attention_heads=s["heads"], num_key_value_heads=s["heads"],
+                      max_position_embeddings=128, tie_word_embeddings=True, pad_token_id=0, bos_token_id=1,
+                      eos_token_id=2)
+    return LlamaForCausalLM(cfg).eval()
+
+
+def linear_shapes(model) -> list[tuple[int, int]]:
+    """(in, out) of every matmul one token passes through: each layer's projections, the LM head."""
+    return [(m.in_features, m.out_features) for m in model.modules() if isinstance(m, torch.nn.Linear)]
+
+
+def timed(fn, repeats: int) -> float:
+    """The median wall time of fn over repeats (one thread: wall = the work on an idle core)."""
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def matmul_seconds(shapes, rows: int, backward: bool = False) -> float:
+    """One pass of `rows` token rows through the matmul shapes, alone: x @ W per shape (and, for a
+    backward pass, grad @ W^T and x^T @ grad)."""
+    ws = [torch.randn(i, o) for i, o in shapes]
+    xs = {i: torch.randn(rows, i) for i, _ in shapes}
+    gs = {o: torch.randn(rows, o) for _, o in shapes}
+
+    def run():
+        for (i, o), w in zip(shapes, ws):
+            torch.mm(xs[i], w)
+            if backward:
+                torch.mm(gs[o], w.t())
+                torch.mm(xs[i].t(), gs[o])
+
+    run()
+    return timed(run, 5)
+
+
+def sampling_ratio(model, s: dict, repeats: int) -> dict:
+    B, P, T = s["sample_batch"], s["prompt_tokens"], s["new_tokens"]
+    ids = torch.randint(3, model.config.vocab_size, (B, P))
+
+    def generate():
+        with torch.no_grad():
+            model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=True,
+                           temperature=s["temperature"], top_p=s["top_p"], top_k=0, max_new_tokens=T, min_new_tokens=T, pad_token_id=0, eos_token_id=2,
+                           cache_implementation="static", disable_compile=True)
+
+    generate()  # warm-up: the static cache's allocation, first-call dispatch
+    shapes = linear_shapes(model)
+    actual = timed(generate, repeats)
+    # prefill: B x P rows once; decode: T steps of B rows (the first new token comes from prefill)
+    bound = matmul_seconds(shapes, B * P) + (T - 1) * matmul_seconds(shapes, B)
+    tokens = B * T
+    return {"ratio": bound / actual, "seconds": actual, "matmul_seconds": bound, "tokens_per_s": tokens / actual,
+            "batch": B, "prompt_tokens": P, "new_tokens": T}
+
+
+def training_ratio(model, s: dict, repeats: int) -> dict:
+    B, L, T = s["train_batch"], s["prompt_tokens"] + s["new_tokens"], s["new_tokens"]
+    model.train()
+    ids = torch.randint(3, model.config.vocab_size, (B, L))
+    adv = torch.randn(B)
+
+    def step():
+        # GRPO's policy term at beta 0 and one pass per generation (ratio 1): -A * log pi(y | x)
+        # over the completion tokens, averaged; then the gradients.
+        model.zero_grad(set_to_none=True)
+        logits = model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits[:, -T - 1:-1]
+        logps = torch.log_softmax(logits.float(), -1).gather(-1, ids[:, -T:, None]).squeeze(-1)
+        (-(adv[:, None] * logps).mean()).backward()
+
+    step()
+    actual = timed(step, repeats)
+    bound = matmul_seconds(linear_shapes(model), B * L, backward=True)
+    model.eval()
+    return {"ratio": bound / actual, "seconds": actual, "matmul_seconds": bound,
+            "tokens_per_s": B * L / actual, "batch": B, "sequence_tokens": L}
+
+
+_STARTUP = """
+import time
+t0 = time.perf_counter()
+# what a training job imports before its work (an evaluation job imports a subset)
+import nudgerl.cli
+from nudgerl.training.nudgerl import NudgeRLTrainer
+from nudgerl.evaluation.benchmarks import evaluate_model
+print(time.perf_counter() - t0)
+"""
+
+
+def startup_share(per_rule: dict, repeats: int) -> dict:
+    """Jobs' start-up seconds over jobs' seconds: every job is charged the heavy imports (the
+    light table and figure jobs import less, so this is an upper estimate)."""
+    runs = [float(subprocess.run([sys.executable, "-c", _STARTUP], capture_output=True, text=True, check=True,
+                                 env={**os.environ, "OMP_NUM_THREADS": "1"}).stdout.split()[-1])
+            for _ in range(repeats)]
+    startup = statistics.median(runs)
+    jobs = sum(r["jobs"] for r in per_rule.values())
+    seconds = sum(r["wall_s"] for r in per_rule.values())
+    return {"share": jobs * startup / seconds, "startup_s": startup, "jobs": jobs, "job_seconds": seconds}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="fewer repeats (~1-2 min); prints, writes nothing")
+    ap.add_argument("--config", default=str(REPO / "config" / "config.yaml"))
+    ap.add_argument("--per-rule", default=str(REPO / "benchmarks" / "results.json"),
+                    help="a default run's per-rule job counts and seconds (benchmarks/run.py's results.json)")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    shapes = default_shapes(yaml.safe_load(Path(args.config).read_text()))
+    # a sampling call takes seconds, a training step a fraction of one: repeats to match
+    repeats = {"sampling": 3, "training": 15, "startup": 2} if args.quick else {"sampling": 7, "training": 40,
+                                                                               "startup": 3}
+    model = make_model(shapes)
+    out = {"shapes": shapes, "torch": torch.__version__, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+           "repeats": repeats, "sampling": sampling_ratio(model, shapes, repeats["sampling"]),
+           "training_step": training_ratio(model, shapes, repeats["training"])}
+    per_rule_file = Path(args.per_rule)
+    if per_rule_file.exists():
+        data = json.loads(per_rule_file.read_text())
+        per_rule = data.get("default", {}).get("per_rule", data)
+        out["startup"] = {**startup_share(per_rule, repeats["startup"]), "per_rule_from": str(per_rule_file)}
+    if not args.quick:
+        (REPO / "benchmarks" / "efficiency.json").write_text(json.dumps(out, indent=2))
+    print(json.dumps(out, indent=2))
+    share = f"{out['startup']['share']:.3f}" if "startup" in out else "n/a (no per-rule records)"
+    print(f"sampling {out['sampling']['ratio']:.3f} of its matmul bound; training step "
+          f"{out['training_step']['ratio']:.3f}; start-up share of the default {share}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
