@@ -3,8 +3,9 @@
     python benchmarks/efficiency.py --quick      # ~1-2 min; the last line holds the ratios
     python benchmarks/efficiency.py              # more repeats; writes benchmarks/efficiency.json
 
-Two ratios, each the time the model's own matrix products need alone over the time the real
-work takes (1.0 = nothing but matmuls; the same process, shapes and thread count, interleaved):
+Two ratios, each the CPU time the model's own matrix products need alone over the CPU time the
+real work takes (1.0 = nothing but matmuls; the same process, shapes and thread count, timed
+alternately, the median of the rounds' ratios):
 - **sampling**: `model.generate` as the evaluation backend calls it (static KV cache, top-p
   sampling, `min_new_tokens` so every row decodes `max_completion_length` tokens) on a batch of
   the default's size, against the prefill and per-token decode matmuls of the same batch;
@@ -67,17 +68,15 @@ def linear_shapes(model) -> list[tuple[int, int]]:
     return [(m.in_features, m.out_features) for m in model.modules() if isinstance(m, torch.nn.Linear)]
 
 
-def timed(fn, repeats: int) -> float:
-    """The median wall time of fn over repeats (one thread: wall = the work on an idle core)."""
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+def cpu_seconds(fn) -> float:
+    """CPU seconds of one call: with one torch thread, the work done, whatever else the (shared,
+    virtual) machine runs; wall time there varied 2x between identical calls."""
+    t0 = time.process_time()
+    fn()
+    return time.process_time() - t0
 
 
-def matmul_seconds(shapes, rows: int, backward: bool = False) -> float:
+def matmul_pass(shapes, rows: int, backward: bool = False):
     """One pass of `rows` token rows through the matmul shapes, alone: x @ W per shape (and, for a
     backward pass, grad @ W^T and x^T @ grad)."""
     ws = [torch.randn(i, o) for i, o in shapes]
@@ -91,8 +90,18 @@ def matmul_seconds(shapes, rows: int, backward: bool = False) -> float:
                 torch.mm(gs[o], w.t())
                 torch.mm(xs[i].t(), gs[o])
 
-    run()
-    return timed(run, 5)
+    run()  # warm-up
+    return run
+
+
+def interleaved(work, bound, repeats: int) -> dict:
+    """Work and bound timed alternately, `repeats` rounds; the ratio is the median of the rounds'
+    bound / work (a slow spell of the machine hits both halves of a round)."""
+    rounds = [(cpu_seconds(bound), cpu_seconds(work)) for _ in range(repeats)]
+    return {"ratio": statistics.median(b / w for b, w in rounds),
+            "ratio_range": [min(b / w for b, w in rounds), max(b / w for b, w in rounds)],
+            "seconds": statistics.median(w for _, w in rounds),
+            "matmul_seconds": statistics.median(b for b, _ in rounds)}
 
 
 def sampling_ratio(model, s: dict, repeats: int) -> dict:
@@ -107,12 +116,16 @@ def sampling_ratio(model, s: dict, repeats: int) -> dict:
 
     generate()  # warm-up: the static cache's allocation, first-call dispatch
     shapes = linear_shapes(model)
-    actual = timed(generate, repeats)
-    # prefill: B x P rows once; decode: T steps of B rows (the first new token comes from prefill)
-    bound = matmul_seconds(shapes, B * P) + (T - 1) * matmul_seconds(shapes, B)
-    tokens = B * T
-    return {"ratio": bound / actual, "seconds": actual, "matmul_seconds": bound, "tokens_per_s": tokens / actual,
-            "batch": B, "prompt_tokens": P, "new_tokens": T}
+    # prefill: B x P rows once; decode: T - 1 steps of B rows (the first new token comes from prefill)
+    prefill, decode = matmul_pass(shapes, B * P), matmul_pass(shapes, B)
+
+    def bound():
+        prefill()
+        for _ in range(T - 1):
+            decode()
+
+    out = interleaved(generate, bound, repeats)
+    return {**out, "tokens_per_cpu_s": B * T / out["seconds"], "batch": B, "prompt_tokens": P, "new_tokens": T}
 
 
 def training_ratio(model, s: dict, repeats: int) -> dict:
@@ -130,11 +143,9 @@ def training_ratio(model, s: dict, repeats: int) -> dict:
         (-(adv[:, None] * logps).mean()).backward()
 
     step()
-    actual = timed(step, repeats)
-    bound = matmul_seconds(linear_shapes(model), B * L, backward=True)
+    out = interleaved(step, matmul_pass(linear_shapes(model), B * L, backward=True), repeats)
     model.eval()
-    return {"ratio": bound / actual, "seconds": actual, "matmul_seconds": bound,
-            "tokens_per_s": B * L / actual, "batch": B, "sequence_tokens": L}
+    return {**out, "tokens_per_cpu_s": B * L / out["seconds"], "batch": B, "sequence_tokens": L}
 
 
 _STARTUP = """
