@@ -195,9 +195,22 @@ def test_a_model_named_like_a_shared_folder_is_refused():
         WorkflowPlan(cfg)
 
 
-def test_rule_names_bind_what_the_rules_read():
-    names = WorkflowPlan(_config()).rule_names()
-    for name in ("RESULTS", "METHODS", "NUDGE", "rule_resources", "final_outputs", "EVAL_EXCLUDE"):
-        assert name in names
-    assert "config" not in names and "_variant" not in names
-    assert callable(names["model_dir"])
+def test_every_plan_name_a_rule_reads_is_bound_where_grep_finds_it():
+    """workflow/rules/common.smk binds what the rules read of the plan one name per line
+    (`NAME = PLAN.NAME`), never by injecting the plan's attributes wholesale: a reader of a rule
+    file greps a name to its line. Every plan attribute or method a rule file or the Snakefile
+    mentions is bound there, and every binding names a real attribute."""
+    import re
+
+    common = (REPO / "workflow" / "rules" / "common.smk").read_text()
+    bound = dict(re.findall(r"^(\w+) = PLAN\.(\w+)(?:  # .*)?$", common, re.M))
+    assert bound and all(name == attr for name, attr in bound.items())
+    rule_files = [p for p in (REPO / "workflow" / "rules").glob("*.smk") if p.name != "common.smk"]
+    texts = [p.read_text() for p in [*rule_files, REPO / "Snakefile"]]
+    assert not [p for p in [*rule_files, REPO / "workflow" / "rules" / "common.smk"] if "globals()" in p.read_text()]
+    for cfg in (_config(), _config("smollm2.yaml"), _config("paper.yaml")):
+        plan = WorkflowPlan(cfg)
+        names = {n for n in [*vars(plan), *dir(type(plan))] if not n.startswith("_") and n != "config"}
+        assert set(bound) <= names, sorted(set(bound) - names)
+        used = {n for n in names if any(re.search(rf"(?<![\w.]){n}\b", t) for t in texts)}
+        assert used <= set(bound), f"read by a rule but not bound in common.smk: {sorted(used - set(bound))}"

@@ -1,6 +1,6 @@
 """The workflow's plan: what the Snakemake rules build, derived from the config alone.
 
-workflow/rules/common.smk binds :meth:`WorkflowPlan.rule_names` for the rules: where a
+workflow/rules/common.smk binds, one name at a time, what the rules read of it: where a
 configuration's files live, the method ids (GRPO sizes, POPE, NudgeRL and its ablations, the
 eps_high sweep), each run's seeds, the claims' runs, every result file, and each rule's
 resources, threads and arguments (functions of ``wildcards``: input and params functions).
@@ -41,8 +41,6 @@ _PLUGIN_GPU_MODEL = re.compile(r"^[a-zA-Z0-9_.]+$")
 # plus the minutes Snakemake takes before the command starts and after it ends.
 TRAIN_STOP_BEFORE_LIMIT_S = 30 * 60
 TRAIN_KILL_AFTER_S = 20 * 60  # SIGKILL if the trainer has not exited this long after SIGUSR1
-# What only this module uses: not bound for the rules.
-_PRIVATE = {"config", "_CLASH", "_ABL", "_N_NUDGE", "_pools_for", "_variant"}
 
 
 def rl_diagnosis_params(config: dict, seed: int) -> dict:
@@ -242,6 +240,7 @@ class WorkflowPlan:
 
         # The regime map (regime_map.smk): config key `regime_map`, organism only.
         self.RMAP = self.config.get("regime_map") if self.TASK == "organism" else None
+        self.RMAP_DIR = self.RMAP_CELL = self.RMAP_SHARES = self.RMAP_GRID = None  # set below with a map
         if self.RMAP:
             from nudgerl.reporting.regime_map import share_tag
 
@@ -254,15 +253,6 @@ class WorkflowPlan:
 
         self.N_BOOT = self.config.get("report", {}).get("bootstrap_samples", 2000)
 
-
-    def rule_names(self) -> dict:
-        """The names the rules read: the plan's values and bound methods (the regime map's
-        only when the config has one), and the config keys a section's rule leaves to others."""
-        names = {"GRPO_RUN_EXCLUDE": GRPO_RUN_EXCLUDE, "EVAL_EXCLUDE": EVAL_EXCLUDE}
-        for name in [*vars(self), *(n for n in vars(type(self)) if not n.startswith("__"))]:
-            if name not in _PRIVATE and name != "rule_names":
-                names[name] = getattr(self, name)
-        return names
 
     def _pools_for(self, nudge):
         # top_ranked = the first M hints of the pool as re-ordered by the rank_hints rule
