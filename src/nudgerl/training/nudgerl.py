@@ -200,6 +200,11 @@ class NudgeRLTrainer(GRPOTrainer):
         return (logps * completion_mask).sum(dim=1) / completion_mask.sum(dim=1).clamp(min=1)
 
     def _get_per_token_logps_and_entropies(self, *args, **kwargs):
+        # Relies on a private detail of TRL 1.16.0 (the pinned version, checked against its
+        # grpo_trainer.py): the first call of this method inside GRPOTrainer._compute_loss is the
+        # policy's forward over the batch's prompts + completions. TRL exposes no public hook for
+        # those log-probs. tests/test_nudgerl_trainer.py (test_distillation_term_matches_direct_log_probs)
+        # fails if an upgrade changes that order: re-check there before moving the pin.
         result = super()._get_per_token_logps_and_entropies(*args, **kwargs)
         if self._keep_policy_logps:
             self._policy_logps, self._keep_policy_logps = result[0], False
