@@ -102,3 +102,20 @@ def pytest_runtest_makereport(item, call):
         report.outcome = "failed"
         report.longrepr = f"skipped, but NUDGERL_VLLM_REQUIRED=1 (the real vLLM must run here): {report.longrepr}"
     return report
+
+
+def organism_training_inputs(d: Path) -> Path:
+    """The smoke config's base model (it solves some problems, so gradients are not zero), a
+    training split of 16 problems and pools of three hints per problem, in ``d``."""
+    import json
+
+    from nudgerl.organism import task
+    from nudgerl.organism.base_model import BaseModelConfig, train_base_model
+
+    smoke = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
+    train_base_model(BaseModelConfig(**smoke["base_model"], seed=0), d / "base", log=lambda s: None)
+    problems = [p.to_record() for p in task.training_problems(0, 16, 0.7)]
+    (d / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in problems))
+    hints = [s.hint for s in task.STRATEGIES.values()]
+    (d / "pools.jsonl").write_text("".join(json.dumps({"id": r["id"], "hints": hints[:3]}) + "\n" for r in problems))
+    return d

@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from nudgerl.organism import task
-from nudgerl.organism.base_model import BaseModelConfig, train_base_model
+from conftest import organism_training_inputs
 from nudgerl.training.run_state import (TIME_LIMIT_EXIT_CODE, check_continuous, checkpoint_complete,
                                         read_metric_rows)
 
@@ -48,13 +48,8 @@ slow = pytest.mark.slow
 def inputs(tmp_path_factory):
     """The smoke config's base model, a training split, pools of three hints and oracle
     solutions (the rare strategy's traces) per problem."""
-    d = tmp_path_factory.mktemp("multiprocess")
-    smoke = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
-    train_base_model(BaseModelConfig(**smoke["base_model"], seed=0), d / "base", log=lambda s: None)
-    problems = [p.to_record() for p in task.training_problems(0, 16, 0.7)]
-    (d / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in problems))
-    hints = [s.hint for s in task.STRATEGIES.values()]
-    (d / "pools.jsonl").write_text("".join(json.dumps({"id": r["id"], "hints": hints[:3]}) + "\n" for r in problems))
+    d = organism_training_inputs(tmp_path_factory.mktemp("multiprocess"))
+    problems = [json.loads(line) for line in (d / "train.jsonl").read_text().splitlines()]
     (d / "oracles.jsonl").write_text("".join(
         json.dumps({"id": r["id"], "solution": task.trace(r["terms"], task.RARE_CORRECT_STRATEGY)}) + "\n"
         for r in problems))

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
 
 from nudgerl.organism import task
-from nudgerl.organism.base_model import BaseModelConfig, train_base_model
 from nudgerl.training.run_state import last_checkpoint, read_metric_rows, truncate_metrics
+
+from conftest import organism_training_inputs
 
 REPO = Path(__file__).resolve().parents[1]
 TRAIN = {"prompts_per_step": 2, "max_steps": 6, "max_completion_length": 32, "checkpoint_every": 2,
@@ -30,14 +30,7 @@ COMPARED = ("step", "reward_mean", "loss", "completion_length_mean", "cumulative
 def inputs(tmp_path_factory):
     """The smoke config's base model (it solves some problems, so gradients are not zero),
     a training split and pools of three hints per problem."""
-    d = tmp_path_factory.mktemp("resume")
-    smoke = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
-    train_base_model(BaseModelConfig(**smoke["base_model"], seed=0), d / "base", log=lambda s: None)
-    problems = [p.to_record() for p in task.training_problems(0, 16, 0.7)]
-    (d / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in problems))
-    hints = [s.hint for s in task.STRATEGIES.values()]
-    (d / "pools.jsonl").write_text("".join(json.dumps({"id": r["id"], "hints": hints[:3]}) + "\n" for r in problems))
-    return d
+    return organism_training_inputs(tmp_path_factory.mktemp("resume"))
 
 
 def _train_cmd(d, run):

@@ -38,18 +38,9 @@ pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 os.environ.update({k: os.environ.get(k, v) for k, v in ENV.items()})
 
-DATA = {"seed": 0, "train": {"size": 16, "hard_fraction": 0.0},
-        "benchmarks": {"aime24": {"size": 8, "hard_fraction": 0.0}, "apex": {"size": 8, "hard_fraction": 0.5}}}
-# ~30 s of SFT: weak, but right on some easy problems, so GRPO rewards are not all zero.
-# One cosine cycle of 150 steps (the 3000 traces about 3 times), no execution check (it would
-# not pass). With 47 steps (one pass) the model was so flat that greedy decoding hit near-ties,
-# and vLLM's and transformers' float kernels broke them differently.
-BASE = {"seed": 0, "examples": 3000, "max_steps": 150, "cycle_steps": 150, "anneal_steps": 10, "check_every": 1000,
-        "check_problems": 4, "arithmetic_drills": 10, "drill_epochs": 1.0, "arithmetic_replay": 2, "hidden_size": 64,
-        "intermediate_size": 128, "num_layers": 2, "num_heads": 2, "batch_size": 64, "learning_rate": 0.003,
-        "warmup_steps": 10}
-LORA = {"r": 8, "alpha": 16, "dropout": 0.0,
-        "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]}
+# The organism's data, base model and LoRA shape of the first-node check (its comment says why)
+from nudgerl.node_check import BASE, DATA, LORA  # noqa: E402
+
 # A checkpoint every 2 of the 4 steps: the checkpoint curve has base, checkpoint-2 and model/
 # (step 4). Saving does not change training (same seed, same updates).
 GRPO = {"prompts_per_step": 4, "max_steps": 4, "learning_rate": 0.02, "max_completion_length": 48,
