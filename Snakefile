@@ -38,6 +38,15 @@ onstart:
     # profile value still unfilled (profiles/slurm: $NUDGERL_SLURM_ACCOUNT unset, a
     # <PLACEHOLDER>) stops the run here instead of at sbatch.
     check_scheduler_placeholders()
+    start_job_server()
+
+
+onsuccess:
+    stop_job_server()
+
+
+onerror:
+    stop_job_server()
 
 
 rule all:

@@ -14,10 +14,12 @@ alternately, the median of the rounds' ratios):
   against the forward matmuls and their two backward products (input and weight gradients).
 Attention's score and value products are left out of the bound (at these lengths they are a
 few per cent of the FLOPs), so the ratios are upper estimates of the matmul share.
-Plus the **start-up share** of the default: each job's start-up (a fresh interpreter importing
-what the job imports and loading its model, measured here) times the jobs per rule, over the
-jobs' seconds, from a default run's per-rule records (`benchmarks/results.json`, written by
-`benchmarks/run.py`, or `--per-rule FILE`).
+Plus the **start-up share** of the default: each job's start-up times the jobs per rule, over
+the jobs' seconds, from a default run's per-rule records (`benchmarks/results.json`, written by
+`benchmarks/run.py`, or `--per-rule FILE`). A job's start-up is a fresh interpreter importing
+what a training job imports or, when the config runs jobs through the local job server
+(`job_server: true`, nudgerl.job_server), a whole `nudgerl` process that hands its command to a
+server started here (both are reported).
 
 The model is the default's shape (config/config.yaml `base_model`, the organism tokenizer's
 vocabulary), randomly initialised (speed does not depend on the weights): no run of the
@@ -159,16 +161,47 @@ print(time.perf_counter() - t0)
 """
 
 
-def startup_share(per_rule: dict, repeats: int) -> dict:
-    """Jobs' start-up seconds over jobs' seconds: every job is charged the heavy imports (the
-    light table and figure jobs import less, so this is an upper estimate)."""
-    runs = [float(subprocess.run([sys.executable, "-c", _STARTUP], capture_output=True, text=True, check=True,
-                                 env={**os.environ, "OMP_NUM_THREADS": "1"}).stdout.split()[-1])
-            for _ in range(repeats)]
-    startup = statistics.median(runs)
+def fresh_startup_s(repeats: int) -> float:
+    """A fresh interpreter's imports of a training job (median wall seconds)."""
+    return statistics.median(
+        float(subprocess.run([sys.executable, "-c", _STARTUP], capture_output=True, text=True, check=True,
+                             env={**os.environ, "OMP_NUM_THREADS": "1"}).stdout.split()[-1])
+        for _ in range(repeats))
+
+
+def served_startup_s(repeats: int) -> float:
+    """A whole `nudgerl` process that hands a command to the local job server (config
+    `job_server`): interpreter start, the client's import, the fork and the child's parse and
+    exit; median wall seconds of `nudgerl --help` through a server started here."""
+    from nudgerl import job_server
+
+    handle = job_server.start()
+    if handle is None:
+        raise SystemExit("the job server did not start")
+    nudgerl = str(Path(sys.executable).parent / "nudgerl")
+    try:
+        runs = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            proc = subprocess.run([nudgerl, "--help"], capture_output=True, text=True, check=True,
+                                  env={**os.environ, "OMP_NUM_THREADS": "1"})
+            runs.append(time.perf_counter() - t0)
+            assert job_server.USAGE_PREFIX in proc.stderr, "the command did not run in the server's child"
+    finally:
+        job_server.stop(handle)
+    return statistics.median(runs)
+
+
+def startup_share(per_rule: dict, repeats: int, served: bool) -> dict:
+    """Jobs' start-up seconds over jobs' seconds: every job is charged a training job's start-up
+    (light table and figure jobs import less: an upper estimate), a fresh interpreter's imports or,
+    with the job server, a served process's start (`served`: the config's `job_server`)."""
+    fresh = fresh_startup_s(repeats)
+    startup = served_startup_s(max(3, repeats)) if served else fresh
     jobs = sum(r["jobs"] for r in per_rule.values())
     seconds = sum(r["wall_s"] for r in per_rule.values())
-    return {"share": jobs * startup / seconds, "startup_s": startup, "jobs": jobs, "job_seconds": seconds}
+    return {"share": jobs * startup / seconds, "startup_s": startup, "job_server": served,
+            "fresh_interpreter_startup_s": fresh, "jobs": jobs, "job_seconds": seconds}
 
 
 def main(argv=None) -> int:
@@ -179,7 +212,8 @@ def main(argv=None) -> int:
                     help="a default run's per-rule job counts and seconds (benchmarks/run.py's results.json)")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
-    shapes = default_shapes(yaml.safe_load(Path(args.config).read_text()))
+    config = yaml.safe_load(Path(args.config).read_text())
+    shapes = default_shapes(config)
     # a sampling call takes seconds, a training step a fraction of one: repeats to match
     repeats = {"sampling": 3, "training": 15, "startup": 2} if args.quick else {"sampling": 7, "training": 40,
                                                                                "startup": 3}
@@ -191,7 +225,8 @@ def main(argv=None) -> int:
     if per_rule_file.exists():
         data = json.loads(per_rule_file.read_text())
         per_rule = data.get("default", {}).get("per_rule", data)
-        out["startup"] = {**startup_share(per_rule, repeats["startup"]), "per_rule_from": str(per_rule_file)}
+        out["startup"] = {**startup_share(per_rule, repeats["startup"], bool(config.get("job_server"))),
+                          "per_rule_from": str(per_rule_file)}
     if not args.quick:
         (REPO / "benchmarks" / "efficiency.json").write_text(json.dumps(out, indent=2))
     print(json.dumps(out, indent=2))

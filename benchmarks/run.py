@@ -10,7 +10,6 @@ Writes ``benchmarks/results.json`` and ``benchmarks/results.md``. See benchmarks
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import platform
@@ -26,6 +25,7 @@ from pathlib import Path
 import yaml
 
 from nudgerl.tools import tool_command  # this environment's dvc and snakemake, on PATH or not
+from nudgerl.reporting.compute import job_resources
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -80,15 +80,15 @@ def run_default(work: Path, configfile: str, cores: int, run_name: str, targets:
     if proc.returncode != 0:
         raise SystemExit(proc.stderr[-3000:])
     per_rule = defaultdict(lambda: {"jobs": 0, "wall_s": 0.0, "cpu_s": 0.0, "max_rss_mb": 0.0, "largest_job": None})
-    for tsv in (work / "results" / run_name / "benchmarks").rglob("*.tsv"):
+    bench_root = work / "results" / run_name / "benchmarks"
+    for tsv in bench_root.rglob("*.tsv"):
         rule = tsv.parent.name if tsv.parent.name != "benchmarks" else tsv.stem
-        with open(tsv) as f:
-            row = next(csv.DictReader(f, delimiter="\t"))
+        row = job_resources(tsv, bench_root)  # with the job server's child's CPU and memory
         r = per_rule[rule]
         r["jobs"] += 1
-        r["wall_s"] = round(r["wall_s"] + float(row["s"]), 2)
-        r["cpu_s"] = round(r["cpu_s"] + float(row.get("cpu_time") or 0), 2)
-        rss = float(row.get("max_rss") or 0)
+        r["wall_s"] = round(r["wall_s"] + row["wall_s"], 2)
+        r["cpu_s"] = round(r["cpu_s"] + (row["cpu_s"] or 0), 2)
+        rss = row["max_rss_mb"] or 0
         if rss >= r["max_rss_mb"]:
             r["max_rss_mb"], r["largest_job"] = rss, tsv.stem
     training = [s for s in sampler.samples if any(j.startswith("train") for j in s["jobs"])]

@@ -63,6 +63,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The console script: the command runs in the local job server's forked child when the
+    workflow started one (nudgerl.job_server: the heavy imports are already done there), else here."""
+    from nudgerl import job_server
+
+    code = job_server.forward(sys.argv[1:] if argv is None else list(argv))
+    return run(argv) if code is None else code
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Run one subcommand in this process."""
     # Before parsing: a job that asked for a GPU and sees no CUDA stops here, within seconds,
     # whatever it was asked to run (NUDGERL_REQUIRE_CUDA=1 comes from the workflow's launcher).
     try:

@@ -123,6 +123,31 @@ def check_scheduler_placeholders():
         raise ConfigError("unfilled scheduler settings, nothing was submitted:\n  - " + "\n  - ".join(problems))
 
 
+# The local job server (config `job_server`; nudgerl.job_server): `nudgerl` jobs fork from one
+# interpreter that has done the heavy imports. Local runs only: a cluster job runs on another
+# node, where the client finds no server and runs the command itself anyway.
+JOB_SERVER = []
+
+
+def start_job_server():
+    if not config.get("job_server") or not workflow.local_exec or workflow.remote_exec or workflow.touch:
+        return
+    from nudgerl import job_server
+
+    os.makedirs(f"{RESULTS}/logs", exist_ok=True)
+    handle = job_server.start(log=f"{RESULTS}/logs/job_server.log")
+    if handle is None:
+        print(f"nudgerl: the job server did not start ({RESULTS}/logs/job_server.log); every job imports on its own")
+    JOB_SERVER.append(handle)
+
+
+def stop_job_server():
+    from nudgerl import job_server
+
+    while JOB_SERVER:
+        job_server.stop(JOB_SERVER.pop())
+
+
 # `snakemake --report` categories, numbered because the report lists them alphabetically.
 REPORT_MAIN = "1. Main results"
 REPORT_ABLATIONS = "2. Ablations"

@@ -30,6 +30,21 @@ def read_benchmark_tsv(path: Path) -> dict:
     return rows[-1]
 
 
+def job_resources(tsv: Path, bench_root: Path) -> dict:
+    """A job's wall seconds, CPU seconds and peak memory (MB) from its benchmark TSV; for a job
+    run in the local job server's forked child, whom Snakemake's records do not see, the CPU
+    seconds and peak memory its log ends with are added (nudgerl.job_server.logged_usage)."""
+    from nudgerl.job_server import logged_usage
+
+    b = read_benchmark_tsv(tsv)
+    out = {"wall_s": _float(b.get("s")), "cpu_s": _float(b.get("cpu_time")), "max_rss_mb": _float(b.get("max_rss"))}
+    child = logged_usage(bench_root.parent / "logs" / Path(tsv).relative_to(bench_root).with_suffix(".log"))
+    if child:
+        out["cpu_s"] = (out["cpu_s"] or 0.0) + child["cpu_s"]
+        out["max_rss_mb"] = max(out["max_rss_mb"] or 0.0, child["max_rss_mb"])
+    return out
+
+
 def _float(x):
     try:
         return float(x)
@@ -74,10 +89,8 @@ def compute_table(results: Path) -> list[dict]:
         rule, method, seed = _job_of(tsv, bench_root)
         if rule in NOT_ACCOUNTED:
             continue
-        b = read_benchmark_tsv(tsv)
         row = {c: None for c in COLUMNS}
-        row.update(rule=rule, method=method, seed=seed, wall_s=_float(b.get("s")), cpu_s=_float(b.get("cpu_time")),
-                   max_rss_mb=_float(b.get("max_rss")), benchmark_file=str(tsv))
+        row.update(rule=rule, method=method, seed=seed, **job_resources(tsv, bench_root), benchmark_file=str(tsv))
         if rule.startswith("train_") and method is not None and seed is not None:
             tok = run_tokens(results / "runs" / method / f"seed{seed}")
             row.update(tok)
