@@ -307,6 +307,12 @@ def serve(path: str, parent: int) -> int:
 
     for name in PRELOAD:
         importlib.import_module(name)
+    import gc
+
+    # The preloaded objects go to the collector's permanent generation: a child's collections
+    # then neither walk them nor write their headers (which would copy their pages).
+    gc.collect()
+    gc.freeze()
     if unsafe_threads():
         print(f"{USAGE_PREFIX} not serving: threads {unsafe_threads()} run after the imports", file=sys.stderr)
         return 1
