@@ -2,6 +2,7 @@
 
 import json
 import subprocess
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -195,6 +196,17 @@ def test_compute_table(smoke_run):
     long_jobs = df[df.rule.str.startswith("train_") | df.rule.isin(["evaluate", "base_model"])]
     assert (long_jobs.max_rss_mb > 0).all()
     assert {"curve_eval", "evaluate", "base_model", "strategy_diversity", "case_study"} <= set(df.rule)
+    # The smoke config runs its jobs through the local job server (nudgerl.job_server): every
+    # `nudgerl` job's log ends with its forked child's usage, which the table counts (Snakemake's
+    # own records see only the job's small client process, ~0.1 CPU s).
+    from nudgerl.job_server import logged_usage
+
+    for job in long_jobs.itertuples():
+        rule_dir, tsv = Path(job.benchmark_file).parts[-2:]  # <results>/benchmarks/<rule>/<job>.tsv
+        log = smoke_run / RESULTS / "logs" / rule_dir / tsv.replace(".tsv", ".log")
+        usage = logged_usage(log)
+        assert usage is not None, log
+        assert job.cpu_s >= usage["cpu_s"] > 0 and job.max_rss_mb >= usage["max_rss_mb"] > 100
 
 
 def test_audit_passes_then_names_a_hand_edited_record(smoke_run):
