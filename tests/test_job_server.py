@@ -47,7 +47,7 @@ def _run(args, served, cwd=REPO, **extra):
 
 
 def _served(proc) -> bool:
-    return job_server.USAGE_PREFIX in proc.stderr
+    return f"{job_server.USAGE_PREFIX} ran in a forked child" in proc.stderr
 
 
 def test_command_runs_in_a_child_as_in_its_own_process(server, tmp_path):
@@ -60,7 +60,8 @@ def test_command_runs_in_a_child_as_in_its_own_process(server, tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text((REPO / "config" / "config.yaml").read_text() + "no_such_key: 1\n")
     served, alone = _run(["validate-config", str(bad)], True), _run(["validate-config", str(bad)], False)
-    assert served.returncode == alone.returncode == 2 and _served(served) and not _served(alone)
+    assert served.returncode == alone.returncode == 2 and _served(served)
+    assert job_server.USAGE_PREFIX not in alone.stderr  # no server named: not a word about one
     assert "no_such_key" in served.stderr and served.stderr.startswith(alone.stderr.strip().splitlines()[0])
 
 
@@ -69,6 +70,8 @@ def test_import_time_environment_or_gpu_request_runs_in_own_process(server):
                   {"TRANSFORMERS_VERBOSITY": "error"}):
         proc = _run(["validate-config", "config/config.yaml"], True, **extra)
         assert proc.returncode == 0 and not _served(proc), (extra, proc.stderr)
+        assert f"{job_server.USAGE_PREFIX} not used (environment differs from the server's in {next(iter(extra))})" \
+            in proc.stderr  # the job's log says why
     gpu = _run(["validate-config", "config/config.yaml"], True, NUDGERL_REQUIRE_CUDA="1")
     assert gpu.returncode == 3 and not _served(gpu) and "CUDA" in gpu.stderr  # failed fast, in its own process
     assert _served(_run(["validate-config", "config/config.yaml"], True, OMP_NUM_THREADS="2"))  # set per job

@@ -35,6 +35,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 ENV = "NUDGERL_JOB_SERVER"  # the server's socket path, set for the jobs of the snakemake that started it
@@ -78,19 +79,13 @@ FORK_SAFE_THREADS = ("jemalloc_bg_thd",)
 
 def unsafe_threads() -> list[str]:
     """Names of this process's OS threads other than the calling one and FORK_SAFE_THREADS."""
-    me, names = str(threading_native_id()), []
+    me, names = str(threading.get_native_id()), []
     for tid in os.listdir("/proc/self/task"):
         with open(f"/proc/self/task/{tid}/comm") as f:
             name = f.read().strip()
         if tid != me and name not in FORK_SAFE_THREADS:
             names.append(name)
     return names
-
-
-def threading_native_id() -> int:
-    import threading
-
-    return threading.get_native_id()
 
 
 # ---------------------------------------------------------------------------------------
@@ -111,8 +106,11 @@ def forward(argv: list[str]) -> int | None:
     except OSError:
         return None
     if "pid" not in reply:
-        return None  # refused (reply["refused"] says why): this process runs the command
+        print(f"{USAGE_PREFIX} not used ({reply.get('refused', 'no answer')}): the command runs in this process",
+              file=sys.stderr)
+        return None
     pid = reply["pid"]
+
     def pass_on(sig, _frame):
         try:
             os.kill(pid, sig)
@@ -121,12 +119,7 @@ def forward(argv: list[str]) -> int | None:
 
     for sig in FORWARDED_SIGNALS:
         signal.signal(sig, pass_on)
-    while True:
-        try:
-            data = conn.recv(_MAX_MESSAGE)
-            break
-        except InterruptedError:
-            continue
+    data = conn.recv(_MAX_MESSAGE)  # a forwarded signal interrupts it and it resumes (PEP 475)
     if not data:  # the server died; its child dies with it (PR_SET_PDEATHSIG)
         print(f"{USAGE_PREFIX} the server went away while it ran the command", file=sys.stderr)
         return 1
