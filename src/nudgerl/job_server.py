@@ -187,8 +187,8 @@ def _run_child(request: dict) -> None:
 
 
 class Server:
-    def __init__(self, path: str, parent: int, env: dict):
-        self.path, self.parent = path, parent
+    def __init__(self, parent: int, env: dict):
+        self.parent = parent
         self.env = _import_env(env)  # as the preloaded imports saw it
         # variables those imports set themselves (transformers' model import sets
         # TORCHINDUCTOR_CACHE_DIR): a job that inherited the same value imports the same way
@@ -314,7 +314,7 @@ def serve(path: str, parent: int) -> int:
     listener.listen(64)
     os.replace(path + ".tmp", path)  # clients connect only once it listens
     try:
-        Server(path, parent, started_with).serve(listener)
+        Server(parent, started_with).serve(listener)
     finally:
         listener.close()
         try:
@@ -333,6 +333,8 @@ def start(log: str | os.PathLike | None = None, timeout: float = 120.0) -> tuple
     proc = subprocess.Popen([sys.executable, "-P", "-m", "nudgerl.job_server", path, str(os.getpid())],
                             stdout=out, stderr=out, stdin=subprocess.DEVNULL,
                             env={**os.environ, **{v: os.environ.get(v, "1") for v in THREAD_ENV}})
+    if log:
+        out.close()  # the server holds its own copy
     deadline = time.monotonic() + timeout
     while not os.path.exists(path):
         if proc.poll() is not None or time.monotonic() > deadline:
