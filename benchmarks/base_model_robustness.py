@@ -64,8 +64,8 @@ def build(work: Path, config: dict, seed: int, threads: int, kernels: str = "nat
         # the YAML's order (math500 before apex) would deal other problems than a replicate's
         _run(["nudgerl", "make-data", "--params", json.dumps(config["organism"], sort_keys=True),
               "--out-dir", str(work / "data")], work / "make-data.log")
-    from nudgerl.organism.base_model import DRILL_KEYS
-    from nudgerl.workflow_plan import rl_diagnosis_params
+    from nudgerl.organism.base_config import DRILL_KEYS
+    from nudgerl.plan.arguments import rl_diagnosis_params
 
     sft_cpu = None
     if (out / "model" / "sft_report.json").exists():

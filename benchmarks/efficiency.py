@@ -173,9 +173,9 @@ def served_startup_s(repeats: int) -> float:
     """A whole `nudgerl` process that hands a command to the local job server (config
     `job_server`): interpreter start, the client's import, the fork and the child's parse and
     exit; median wall seconds of `nudgerl --help` through a server started here."""
-    from nudgerl import job_server
+    from nudgerl import job_client
 
-    handle = job_server.start()
+    handle = job_client.start()
     if handle is None:
         raise SystemExit("the job server did not start")
     nudgerl = str(Path(sys.executable).parent / "nudgerl")
@@ -186,9 +186,9 @@ def served_startup_s(repeats: int) -> float:
             proc = subprocess.run([nudgerl, "--help"], capture_output=True, text=True, check=True,
                                   env={**os.environ, "OMP_NUM_THREADS": "1"})
             runs.append(time.perf_counter() - t0)
-            assert job_server.USAGE_PREFIX in proc.stderr, "the command did not run in the server's child"
+            assert job_client.USAGE_PREFIX in proc.stderr, "the command did not run in the server's child"
     finally:
-        job_server.stop(handle)
+        job_client.stop(handle)
     return statistics.median(runs)
 
 

@@ -30,7 +30,8 @@ def random_model(out_dir: Path, config: dict) -> str:
     """A randomly initialised model with the default architecture (when no trained base exists)."""
     import torch
 
-    from nudgerl.organism.base_model import BaseModelConfig, new_model
+    from nudgerl.organism.base_config import BaseModelConfig
+    from nudgerl.organism.base_model import new_model
     from nudgerl.organism.tokenizer import build_tokenizer
 
     torch.manual_seed(0)
@@ -76,7 +77,7 @@ def nudgerl_step_overhead(model_dir: str, config: dict, work: Path, steps: int =
     import torch
 
     from nudgerl.data.prompts import organism_apply_hint
-    from nudgerl.training.grpo import GRPORunConfig
+    from nudgerl.training.grpo_config import GRPORunConfig
     from nudgerl.training.nudgerl import NudgeRLConfig, NudgeRLTrainer
     from trl import GRPOTrainer
 
@@ -188,7 +189,8 @@ kind, model_dir = sys.argv[1], sys.argv[2]
 from nudgerl import cli  # what every job imports first
 if kind == "train":
     from trl import GRPOTrainer
-    from nudgerl.training.grpo import GRPORunConfig, build_trainer
+    from nudgerl.training.grpo import build_trainer
+    from nudgerl.training.grpo_config import GRPORunConfig
     t1 = time.perf_counter()
     from nudgerl.organism import task
     recs = [{"prompt": [{"role": "user", "content": p.text()}], "answer": str(p.answer), "id": p.id}

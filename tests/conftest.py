@@ -74,7 +74,8 @@ def save_tiny_model(path: Path) -> str:
     """A randomly initialised 1-layer organism model and its tokenizer, saved at ``path``."""
     import torch
 
-    from nudgerl.organism.base_model import BaseModelConfig, new_model
+    from nudgerl.organism.base_config import BaseModelConfig
+    from nudgerl.organism.base_model import new_model
     from nudgerl.organism.tokenizer import build_tokenizer
 
     torch.manual_seed(0)
@@ -110,7 +111,8 @@ def organism_training_inputs(d: Path) -> Path:
     import json
 
     from nudgerl.organism import task
-    from nudgerl.organism.base_model import BaseModelConfig, train_base_model
+    from nudgerl.organism.base_config import BaseModelConfig
+    from nudgerl.organism.base_model import train_base_model
 
     smoke = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
     train_base_model(BaseModelConfig(**smoke["base_model"], seed=0), d / "base", log=lambda s: None)

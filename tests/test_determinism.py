@@ -8,9 +8,11 @@ import torch
 
 from nudgerl.evaluation.benchmarks import evaluate_model
 from nudgerl.organism import task
-from nudgerl.organism.base_model import BaseModelConfig, drill_base_model, train_base_model
+from nudgerl.organism.base_config import BaseModelConfig
+from nudgerl.organism.base_model import drill_base_model, train_base_model
 from nudgerl.evaluation.sampling import SamplingParams, chat_prompt, generate, load_policy
-from nudgerl.training.grpo import GRPORunConfig, train_grpo
+from nudgerl.training.grpo import train_grpo
+from nudgerl.training.grpo_config import GRPORunConfig
 
 TINY = dict(examples=128, arithmetic_drills=1, drill_epochs=1.0, arithmetic_replay=0, max_steps=6, cycle_steps=4, anneal_steps=2,
             check_every=2, check_problems=4, hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2,

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from nudgerl.reporting import figures
+from nudgerl.reporting.figure_data import load_curves
 from nudgerl.evaluation.curves import checkpoint_models, curve_steps
 from nudgerl.evaluation.strategies import distinct_strategies, pick_case_problem
 
@@ -46,10 +47,10 @@ def _lines_by_label(ax):
     return {line.get_label(): line for line in ax.get_lines() if not line.get_label().startswith("_")}
 
 
-def test_training_curves_series(tmp_path):
+def test_pass1_curves_series(tmp_path):
     files = [_curve(tmp_path, "grpo8", {0: 0.1, 10: 0.3, 20: 0.5}, 100),
              _curve(tmp_path, "nudgerl8", {0: 0.1, 10: 0.6, 20: 0.8}, 100)]
-    fig, data = figures.training_curves(figures.load_curves(files), BENCH, n_boot=200)
+    fig, data = figures.pass1_curves(load_curves(files), BENCH, n_boot=200)
     series = {s["method"]: s for s in data["series"]}
     assert set(series) == {"grpo8", "nudgerl8"}
     assert series["nudgerl8"]["x"] == [0, 10, 20]
@@ -114,7 +115,7 @@ def test_compute_matched_points_and_curves(tmp_path):
     _metrics(runs, "grpo8", 10, 100.0)
     _metrics(runs, "grpo16", 10, 200.0)
     _metrics(runs, "nudgerl8", 10, 110.0)
-    curves = figures.load_curves([_curve(tmp_path / "curves", "grpo8", {0: 0.0, 10: 0.5}, 100)])
+    curves = load_curves([_curve(tmp_path / "curves", "grpo8", {0: 0.0, 10: 0.5}, 100)])
     fig, data = figures.compute_matched(ev, runs, ["base", "grpo8", "grpo16", "nudgerl8"], ["aime24"], [0],
                                         curves=curves, curve_benchmarks=BENCH, n_boot=200)
     pts = {s["method"]: (s["x"][0], s["y"][0]) for s in data["series"]}

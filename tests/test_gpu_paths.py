@@ -12,7 +12,8 @@ import pytest
 from conftest import REPO
 from nudgerl.data.prompts import BUILTIN_TEMPLATES
 from nudgerl.evaluation.sampling import SamplingParams, VLLMPolicy, generate
-from nudgerl.training.grpo import GRPORunConfig, batch_kwargs, trl_config
+from nudgerl.training.grpo import batch_kwargs, trl_config
+from nudgerl.training.grpo_config import GRPORunConfig
 
 GPU_ONLY = ("vllm", "deepspeed", "bitsandbytes")
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from nudgerl.evaluation import grading
-from nudgerl.evaluation.grading import GRADER_MODES, MODE_REGION, OUTCOMES, GradeStats, grade, judge
+from nudgerl.evaluation.grading import GRADER_MODES, OUTCOMES, GradeStats, grade, judge
 
 BENCHMARKS = Path("/work/shared/data/benchmarks")
 # No limit would end this: sympy is asked to compare 10^(10^(10^10)) with 5.

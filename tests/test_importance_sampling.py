@@ -11,7 +11,8 @@ import pytest
 import torch
 import trl
 
-from nudgerl.training.grpo import GRPORunConfig, build_trainer
+from nudgerl.training.grpo import build_trainer
+from nudgerl.training.grpo_config import GRPORunConfig
 
 PROMPT = [{"role": "user", "content": "find the next term mod 10 : 1 2 3 4"}]
 # Two rollouts of one prompt: the first 5 tokens long, the second 3.

@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from conftest import organism_training_inputs
-from nudgerl import job_server
+from nudgerl import job_client
 from nudgerl.training.run_state import TIME_LIMIT_EXIT_CODE, checkpoint_complete, read_metric_rows
 
 REPO = Path(__file__).resolve().parents[1]
@@ -26,18 +26,18 @@ TRAIN = {"prompts_per_step": 2, "max_steps": 6, "max_completion_length": 32, "ch
 
 @pytest.fixture(scope="module")
 def server():
-    handle = job_server.start()
+    handle = job_client.start()
     assert handle is not None, "the job server did not come up"
-    path = os.environ[job_server.ENV]
+    path = os.environ[job_client.ENV]
     yield path
-    job_server.stop(handle)
-    assert job_server.ENV not in os.environ and not os.path.exists(path)
+    job_client.stop(handle)
+    assert job_client.ENV not in os.environ and not os.path.exists(path)
 
 
 def _env(served: bool, **extra) -> dict:
     env = {**os.environ, "OMP_NUM_THREADS": "1", **extra}
     if not served:
-        env.pop(job_server.ENV, None)
+        env.pop(job_client.ENV, None)
     return env
 
 
@@ -47,21 +47,21 @@ def _run(args, served, cwd=REPO, **extra):
 
 
 def _served(proc) -> bool:
-    return f"{job_server.USAGE_PREFIX} ran in a forked child" in proc.stderr
+    return f"{job_client.USAGE_PREFIX} ran in a forked child" in proc.stderr
 
 
 def test_command_runs_in_a_child_as_in_its_own_process(server, tmp_path):
     ok = _run(["validate-config", "config/config.yaml"], True)  # a path relative to the job's folder
     assert ok.returncode == 0 and _served(ok), ok.stderr
     assert ok.stdout == _run(["validate-config", "config/config.yaml"], False).stdout == "config/config.yaml: valid\n"
-    usage = job_server.logged_usage(_write(tmp_path / "ok.log", ok.stderr))
+    usage = job_client.logged_usage(_write(tmp_path / "ok.log", ok.stderr))
     assert usage["cpu_s"] > 0 and usage["max_rss_mb"] > 100  # the child's, with torch imported
 
     bad = tmp_path / "bad.yaml"
     bad.write_text((REPO / "config" / "config.yaml").read_text() + "no_such_key: 1\n")
     served, alone = _run(["validate-config", str(bad)], True), _run(["validate-config", str(bad)], False)
     assert served.returncode == alone.returncode == 2 and _served(served)
-    assert job_server.USAGE_PREFIX not in alone.stderr  # no server named: not a word about one
+    assert job_client.USAGE_PREFIX not in alone.stderr  # no server named: not a word about one
     assert "no_such_key" in served.stderr and served.stderr.startswith(alone.stderr.strip().splitlines()[0])
 
 
@@ -70,7 +70,7 @@ def test_import_time_environment_or_gpu_request_runs_in_own_process(server):
                   {"TRANSFORMERS_VERBOSITY": "error"}):
         proc = _run(["validate-config", "config/config.yaml"], True, **extra)
         assert proc.returncode == 0 and not _served(proc), (extra, proc.stderr)
-        assert f"{job_server.USAGE_PREFIX} not used (environment differs from the server's in {next(iter(extra))})" \
+        assert f"{job_client.USAGE_PREFIX} not used (environment differs from the server's in {next(iter(extra))})" \
             in proc.stderr  # the job's log says why
     gpu = _run(["validate-config", "config/config.yaml"], True, NUDGERL_REQUIRE_CUDA="1")
     assert gpu.returncode == 3 and not _served(gpu) and "CUDA" in gpu.stderr  # failed fast, in its own process
@@ -126,7 +126,7 @@ def test_signals_reach_the_child_and_a_killed_client_takes_it_along(server, inpu
         time.sleep(0.02)
     proc.send_signal(signal.SIGUSR1)  # to the client, as `timeout` under Slurm would
     out, err = proc.communicate(timeout=300)
-    assert proc.returncode == TIME_LIMIT_EXIT_CODE and job_server.USAGE_PREFIX in err, err[-3000:]
+    assert proc.returncode == TIME_LIMIT_EXIT_CODE and job_client.USAGE_PREFIX in err, err[-3000:]
     step = int(next(l for l in out.splitlines() if "for the time limit" in l).split("stopped at step ")[1].split()[0])
     assert checkpoint_complete(d / "stopped" / "checkpoints" / f"checkpoint-{step}")
 
@@ -156,7 +156,7 @@ def test_compute_table_adds_the_childs_usage(tmp_path):
     (bench / "base_seed1.tsv").write_text(header + "20.0\t0:00:20\t400.0\t0\t0\t0\t0\t0\t0\t15.0\n")
     logs = tmp_path / "logs" / "evaluate"
     logs.mkdir(parents=True)
-    (logs / "base_seed0.log").write_text(f"evaluating\n{job_server.USAGE_PREFIX} ran in a forked child (pid 7): "
+    (logs / "base_seed0.log").write_text(f"evaluating\n{job_client.USAGE_PREFIX} ran in a forked child (pid 7): "
                                          "exit 0 cpu_s=11.25 max_rss_mb=512.0\n")
     rows = {r["seed"]: r for r in compute_table(tmp_path)}
     assert (rows[0]["wall_s"], rows[0]["max_rss_mb"]) == (12.5, 512.0) and rows[0]["cpu_s"] == pytest.approx(11.45)

@@ -1,4 +1,4 @@
-"""Training under several processes, run as the Slurm rules run it (WorkflowPlan.launcher):
+"""Training under several processes, run as the Slurm rules run it (PlanResources.launcher):
 ``accelerate launch --config_file <cfg> --num_processes 2 -m nudgerl.cli train-...``, here on
 CPUs with gloo (workflow/accelerate/multi_cpu.yaml). GRPO, POPE and NudgeRL finish with one
 metrics row per generation step, files written by the main process only, the same weights
@@ -68,20 +68,21 @@ def _args(d, kind, run, params):
 
 
 def _two_processes(args):
-    """The Slurm rules' command line for a job given 2 GPUs (WorkflowPlan.launcher), with the CPU
+    """The Slurm rules' command line for a job given 2 GPUs (PlanResources.launcher), with the CPU
     accelerate config (config `accelerate.config_file`). Its environment assignments are left out:
     NUDGERL_REQUIRE_CUDA would stop the job here (no GPU), the signal settings are the tests' own."""
     import shlex
     from types import SimpleNamespace
 
-    from nudgerl.workflow_plan import WorkflowPlan, launcher_signal_env
+    from nudgerl.plan.resources import launcher_signal_env
+    from nudgerl.plan.workflow_plan import WorkflowPlan
 
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     config["accelerate"] = {"config_file": str(ACCELERATE_CONFIG)}
     here = os.getcwd()
     os.chdir(REPO)  # the plan reads the workflow root's dvc.yaml
     try:
-        words = shlex.split(WorkflowPlan(config).launcher(None, SimpleNamespace(gpu=2)))
+        words = shlex.split(WorkflowPlan(config).resources.launcher(None, SimpleNamespace(gpu=2)))
     finally:
         os.chdir(here)
     env = [w for w in words if "=" in w.split()[0] and not w.startswith("-")][: words.index("accelerate")]
@@ -341,7 +342,7 @@ def test_stop_signal_to_the_launcher_reaches_the_ranks(inputs):
     d = inputs
     params = {**TRAIN, "max_steps": 40, "checkpoint_every": 20}  # the stop comes within a step or two
     cmd = _two_processes(_args(d, "grpo", "stopped_launcher", params))
-    from nudgerl.workflow_plan import launcher_signal_env
+    from nudgerl.plan.resources import launcher_signal_env
 
     # what the rules' launcher sets for a multi-process training job (its kill delay shortened)
     env = dict(_env(d, "stopped_launcher"), **launcher_signal_env(kill_after_s=300))
@@ -381,7 +382,8 @@ def test_preflight_checks_batch_shapes_for_the_gpu_count(gpus):
 def test_preflight_two_processes_organism_batching():
     """Organism batching splits each generation over the processes: it must divide evenly."""
     from nudgerl.config import check_batch_shapes
-    from nudgerl.training.grpo import GRPORunConfig, batch_kwargs
+    from nudgerl.training.grpo import batch_kwargs
+    from nudgerl.training.grpo_config import GRPORunConfig
 
     cfg = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
     cfg["grpo"].pop("per_device_train_batch_size")

@@ -17,7 +17,8 @@ from trl import GRPOTrainer
 from nudgerl.evaluation.benchmarks import build_prompts
 from nudgerl.organism import task
 from nudgerl.data.prompts import BUILTIN_TEMPLATES, organism_apply_hint
-from nudgerl.training.grpo import GRPORunConfig, build_trainer
+from nudgerl.training.grpo import build_trainer
+from nudgerl.training.grpo_config import GRPORunConfig
 from nudgerl.training.nudgerl import NudgeRLConfig, NudgeRLTrainer
 
 HINTS = [task.STRATEGIES["difference_table"].hint, task.STRATEGIES["common_difference"].hint]

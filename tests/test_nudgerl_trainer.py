@@ -7,7 +7,8 @@ import torch
 from nudgerl.algorithms import inter_intra_advantages
 from nudgerl.organism import task
 from nudgerl.data.prompts import organism_apply_hint
-from nudgerl.training.grpo import GRPORunConfig, build_trainer
+from nudgerl.training.grpo import build_trainer
+from nudgerl.training.grpo_config import GRPORunConfig
 from nudgerl.training.nudgerl import NudgeRLConfig, NudgeRLTrainer
 
 HINTS = [task.STRATEGIES["difference_table"].hint, task.STRATEGIES["common_difference"].hint]

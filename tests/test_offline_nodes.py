@@ -152,7 +152,7 @@ def test_organism_default_keeps_its_cluster_jobs_and_commands(scratch):
 def test_plan_gives_local_folders_and_no_revision(tmp_path, monkeypatch):
     from snakemake.utils import update_config
 
-    from nudgerl.workflow_plan import WorkflowPlan
+    from nudgerl.plan.workflow_plan import WorkflowPlan
 
     monkeypatch.chdir(REPO)  # the plan reads dvc.yaml / params.yaml of the workflow root
     cfg = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
@@ -162,18 +162,18 @@ def test_plan_gives_local_folders_and_no_revision(tmp_path, monkeypatch):
     cfg["models"] = [*PAPER["models"], {"name": "mine", "path": str(local), "revision": "v1"},
                      {"name": "unpinned", "path": "org/unpinned"}]
     plan = WorkflowPlan(cfg)
-    assert set(plan.HUB_MODELS) == {*(m["name"] for m in PAPER["models"]), "unpinned"}  # not the local folder
+    assert set(plan.paths.HUB_MODELS) == {*(m["name"] for m in PAPER["models"]), "unpinned"}  # not the local folder
     qwen = SimpleNamespace(model="qwen3_4b_instruct", seed="0", method="base")
-    assert plan.base_model_arg(qwen) == plan.base_model_input(qwen) == plan.model_arg(qwen) \
+    assert plan.paths.base_model_arg(qwen) == plan.paths.base_model_input(qwen) == plan.paths.model_arg(qwen) \
         == "results/paper/models/qwen3_4b_instruct"
     mine = SimpleNamespace(model="mine", seed="0", method="base")
-    assert plan.base_model_arg(mine) == str(local) == plan.base_model_input(mine)  # a folder has no revision
-    assert plan.snapshot_source(SimpleNamespace(model="unpinned")) == "--repo-id org/unpinned --revision main"
-    assert plan.HUB_OFFLINE == "HF_HUB_OFFLINE=1 "
-    assert plan.helper_calls_api(plan.POOL_DVC_STAGE) and plan.helper_calls_api(plan.ORACLE_DVC_STAGE)
+    assert plan.paths.base_model_arg(mine) == str(local) == plan.paths.base_model_input(mine)  # a folder has no revision
+    assert plan.paths.snapshot_source(SimpleNamespace(model="unpinned")) == "--repo-id org/unpinned --revision main"
+    assert plan.paths.HUB_OFFLINE == "HF_HUB_OFFLINE=1 "
+    assert plan.paths.helper_calls_api(plan.paths.POOL_DVC_STAGE) and plan.paths.helper_calls_api(plan.paths.ORACLE_DVC_STAGE)
     organism = WorkflowPlan(yaml.safe_load((REPO / "config" / "config.yaml").read_text()))
-    assert organism.HUB_OFFLINE == "" and organism.HUB_MODELS == {}
-    assert not organism.helper_calls_api(organism.POOL_DVC_STAGE)
+    assert organism.paths.HUB_OFFLINE == "" and organism.paths.HUB_MODELS == {}
+    assert not organism.paths.helper_calls_api(organism.paths.POOL_DVC_STAGE)
 
 
 # ---- nudgerl snapshot-model, offline, through the real huggingface_hub -------------------------

@@ -135,7 +135,7 @@ def test_execution_check_scores_exact_hinted_traces():
 
 
 def test_sft_schedule_anneals_after_a_pass_and_restarts_without_one():
-    from nudgerl.organism.base_model import SFTSchedule
+    from nudgerl.organism.sft_schedule import SFTSchedule
 
     s = SFTSchedule(warmup=10, cycle_steps=100, anneal_steps=20, max_steps=1000)
     assert s.factor(0) == pytest.approx(0.1) and s.factor(10) == pytest.approx(1.0)

@@ -12,7 +12,8 @@ from nudgerl.offline.oracles import HelperStageError, OracleConfig, build_oracle
 from nudgerl.organism import task
 from nudgerl.organism.tokenizer import build_tokenizer
 from nudgerl.training.pope_prompts import guided_problems, guided_prompt, oracle_prefix
-from nudgerl.training.grpo import GRPORunConfig, build_trainer
+from nudgerl.training.grpo import build_trainer
+from nudgerl.training.grpo_config import GRPORunConfig
 from nudgerl.training.pope import POPEConfig, pope_records
 from openai_server import FakeOpenAI
 

@@ -3,7 +3,7 @@ answer region the grader reads, and config-defined templates."""
 
 import pytest
 
-from nudgerl.evaluation.grading import MODE_REGION, grade
+from nudgerl.evaluation.grading import MODE_REGION, grade, grading_region
 from nudgerl.offline.oracles import OracleConfig
 from nudgerl.offline.pools import PoolConfig
 from nudgerl.data.prompts import (
@@ -11,7 +11,6 @@ from nudgerl.data.prompts import (
     BUILTIN_TEMPLATES,
     HELPER_PROMPTS,
     PromptTemplate,
-    grading_region,
     helper_prompt,
     organism_apply_hint,
     resolve_template,

@@ -8,8 +8,9 @@ from trl import GRPOTrainer
 from nudgerl.evaluation import sampling
 from nudgerl.evaluation.sampling import SamplingParams, generate, load_policy
 from nudgerl.organism import task
-from nudgerl.organism.base_model import execution_check
-from nudgerl.training.grpo import GRPORunConfig, build_trainer
+from nudgerl.organism.checks import execution_check
+from nudgerl.training.grpo import build_trainer
+from nudgerl.training.grpo_config import GRPORunConfig
 
 
 def _prompts(tokenizer, n=6):
@@ -40,13 +41,13 @@ def test_static_cache_samples_the_same_tokens(tiny_model_dir, monkeypatch):
 
 
 def test_execution_check_is_unchanged_by_the_cache(tiny_model_dir, monkeypatch):
-    from nudgerl.organism import base_model
+    from nudgerl.organism import checks  # execution_check reads GENERATE_CACHE there
 
     model, tokenizer = load_policy(tiny_model_dir)
     problems = task.validation_problems(1, 8)
     scores = {}
-    for name, cache in (("static", base_model.GENERATE_CACHE), ("dynamic", {})):
-        monkeypatch.setattr(base_model, "GENERATE_CACHE", cache)
+    for name, cache in (("static", checks.GENERATE_CACHE), ("dynamic", {})):
+        monkeypatch.setattr(checks, "GENERATE_CACHE", cache)
         scores[name] = execution_check(model, tokenizer, problems, batch_size=5)
     assert scores["static"] == scores["dynamic"]
 

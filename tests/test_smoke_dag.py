@@ -199,7 +199,7 @@ def test_compute_table(smoke_run):
     # The smoke config runs its jobs through the local job server (nudgerl.job_server): every
     # `nudgerl` job's log ends with its forked child's usage, which the table counts (Snakemake's
     # own records see only the job's small client process, ~0.1 CPU s).
-    from nudgerl.job_server import logged_usage
+    from nudgerl.job_client import logged_usage
 
     for job in long_jobs.itertuples():
         rule_dir, tsv = Path(job.benchmark_file).parts[-2:]  # <results>/benchmarks/<rule>/<job>.tsv

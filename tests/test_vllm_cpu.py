@@ -29,7 +29,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
@@ -183,7 +182,7 @@ def test_trl_colocate_nudgerl_generates_from_the_nudged_prompts(organism, monkey
 
     from nudgerl.io import read_problems
     from nudgerl.organism import task
-    from nudgerl.training.grpo import GRPORunConfig
+    from nudgerl.training.grpo_config import GRPORunConfig
     from nudgerl.training.nudgerl import NudgeRLConfig, NudgeRLTrainer, train_nudgerl
 
     monkeypatch.chdir(organism)
@@ -347,7 +346,8 @@ def colocate_lora_run(run_dir: Path, top_p: float, seed: int = 0, steps: int = C
     import trl.generation.vllm_generation as trl_vllm
 
     from nudgerl.io import read_problems
-    from nudgerl.training.grpo import GRPORunConfig, build_trainer
+    from nudgerl.training.grpo import build_trainer
+    from nudgerl.training.grpo_config import GRPORunConfig
 
     synced, batches = [], []
 

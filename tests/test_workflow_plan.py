@@ -1,7 +1,8 @@
-"""nudgerl.workflow_plan: what the rules build, derived from a config without Snakemake.
+"""nudgerl.plan.workflow_plan: what the rules build, derived from a config without Snakemake.
 
 The dry-run tests (test_paper_dag, test_smoke_dag) check the whole DAG; these pin the
-derivations one by one: method ids, ablation and claim roles, paths, resources, arguments.
+derivations one by one: method ids, ablation and claim roles, paths, resources, arguments, and
+the plan's layout (one module per concern, composed by WorkflowPlan).
 """
 
 import copy
@@ -12,8 +13,10 @@ import pytest
 import yaml
 from snakemake.utils import update_config  # how Snakemake merges --configfile files
 
-from nudgerl.workflow_plan import (EVAL_EXCLUDE, GPU_TYPE_VAR, GRPO_RUN_EXCLUDE, TRAIN_KILL_AFTER_S,
-                                   TRAIN_STOP_BEFORE_LIMIT_S, WorkflowPlan, time_budget)
+from nudgerl.method_ids import grpo_group_size, nudge_group_size, trained_group_sizes
+from nudgerl.plan.arguments import EVAL_EXCLUDE, GRPO_RUN_EXCLUDE, POPE_RUN_EXCLUDE, SAMPLING_KEYS
+from nudgerl.plan.resources import GPU_TYPE_VAR, TRAIN_KILL_AFTER_S, TRAIN_STOP_BEFORE_LIMIT_S, time_budget
+from nudgerl.plan.workflow_plan import WorkflowPlan
 
 from conftest import REPO
 
@@ -34,42 +37,42 @@ def test_default_paths_and_methods():
     cfg = _config()
     plan = WorkflowPlan(cfg)
     run = cfg["run_name"]
-    assert plan.RESULTS == plan.SHARED == f"results/{run}"
-    assert plan.TRAIN == f"results/{run}/data/train.jsonl"
-    assert plan.GRPO_METHODS == [f"grpo{n}" for n in cfg["grpo"]["group_sizes"]]
+    assert plan.paths.RESULTS == plan.paths.SHARED == f"results/{run}"
+    assert plan.paths.TRAIN == f"results/{run}/data/train.jsonl"
+    assert plan.methods.GRPO_METHODS == [f"grpo{n}" for n in cfg["grpo"]["group_sizes"]]
     n = cfg["nudgerl"].get("M", 2) * cfg["nudgerl"].get("K", 4)
-    assert plan.NUDGE_MAIN == f"nudgerl{n}"
-    assert plan.METHODS == ["base", *plan.GRPO_METHODS, plan.POPE_METHOD, plan.NUDGE_MAIN]
-    assert plan.REFERENCE == ("grpo8" if 8 in cfg["grpo"]["group_sizes"] else plan.GRPO_METHODS[0])
+    assert plan.methods.NUDGE_MAIN == f"nudgerl{n}"
+    assert plan.methods.METHODS == ["base", *plan.methods.GRPO_METHODS, plan.methods.POPE_METHOD, plan.methods.NUDGE_MAIN]
+    assert plan.methods.REFERENCE == ("grpo8" if 8 in cfg["grpo"]["group_sizes"] else plan.methods.GRPO_METHODS[0])
     # Table 1 methods have every replicate; ablation runs only the ablation seeds
-    for method, seeds in plan.RUN_SEEDS.items():
-        assert seeds == (plan.SEEDS if method in plan.METHODS else plan.ABLATION_SEEDS)
+    for method, seeds in plan.methods.RUN_SEEDS.items():
+        assert seeds == (plan.methods.SEEDS if method in plan.methods.METHODS else plan.methods.ABLATION_SEEDS)
 
 
 def test_ablations_register_runs_and_claim_roles():
     cfg = _config()
     cfg["nudgerl"]["ablations"] = {"p_drop": [0.0, 0.25], "hint_sampling": ["random"]}
     plan = WorkflowPlan(cfg)
-    main = plan.NUDGE_MAIN
+    main = plan.methods.NUDGE_MAIN
     p_main = cfg["nudgerl"].get("p_drop", 0.5)
-    methods = [m for m, _ in plan.ABLATIONS["pdrop"]]
+    methods = [m for m, _ in plan.methods.ABLATIONS["pdrop"]]
     assert main in methods and f"{main}_pdrop0.25" in methods and f"{main}_pdrop0" in methods
-    assert plan.NUDGE_RUNS[f"{main}_pdrop0.25"]["nudge"]["p_drop"] == 0.25
+    assert plan.methods.NUDGE_RUNS[f"{main}_pdrop0.25"]["nudge"]["p_drop"] == 0.25
     # the setting equal to the main run's is the main run, not another run
-    assert [p for p, m in plan.CLAIM_ROLES["pdrop"] if m == main] == [p_main]
-    assert plan.ABLATIONS["hint_sampling"][0][0] == main
-    assert plan.CLAIM_ROLES["hint_sampling"]["random"] == f"{main}_random"
-    assert "distill" not in plan.ABLATIONS  # one value only: no table
-    assert set(plan.TRAINED) == {*plan.GRPO_METHODS, *plan.NUDGE_RUNS}
+    assert [p for p, m in plan.methods.CLAIM_ROLES["pdrop"] if m == main] == [p_main]
+    assert plan.methods.ABLATIONS["hint_sampling"][0][0] == main
+    assert plan.methods.CLAIM_ROLES["hint_sampling"]["random"] == f"{main}_random"
+    assert "distill" not in plan.methods.ABLATIONS  # one value only: no table
+    assert set(plan.methods.TRAINED) == {*plan.methods.GRPO_METHODS, *plan.methods.NUDGE_RUNS}
 
 
 def test_top_ranked_ablation_reads_the_replicates_ranked_pools():
     cfg = _config()
     cfg["nudgerl"]["ablations"] = {"hint_sampling": ["top_ranked"]}
     plan = WorkflowPlan(cfg)
-    run = plan.NUDGE_RUNS[f"{plan.NUDGE_MAIN}_topranked"]
-    assert run["pools"] == plan.RANKED_POOLS and "{seed}" in run["pools"]
-    assert plan.nudge_pools(SimpleNamespace(method=plan.NUDGE_MAIN, items=lambda: {}.items())) == plan.POOLS
+    run = plan.methods.NUDGE_RUNS[f"{plan.methods.NUDGE_MAIN}_topranked"]
+    assert run["pools"] == plan.paths.RANKED_POOLS and "{seed}" in run["pools"]
+    assert plan.methods.nudge_pools(SimpleNamespace(method=plan.methods.NUDGE_MAIN, items=lambda: {}.items())) == plan.paths.POOLS
 
 
 def test_eps_sweep_main_value_is_the_main_run():
@@ -79,8 +82,8 @@ def test_eps_sweep_main_value_is_the_main_run():
     cfg["grpo"]["epsilon_high_sweep_group_size"] = cfg["grpo"]["group_sizes"][0]
     plan = WorkflowPlan(cfg)
     n = cfg["grpo"]["group_sizes"][0]
-    assert plan.EPS_SWEEP == [(0.2, f"grpo{n}"), (0.28, f"grpo{n}_eps0.28")]
-    assert plan.EPS_RUNS == [f"grpo{n}_eps0.28"]
+    assert plan.methods.EPS_SWEEP == [(0.2, f"grpo{n}"), (0.28, f"grpo{n}_eps0.28")]
+    assert plan.methods.EPS_RUNS == [f"grpo{n}_eps0.28"]
     assert "eps_high_scaling" in plan.figure_names()
 
 
@@ -89,39 +92,39 @@ def test_resources_and_threads_from_config():
     cfg["threads_per_job"] = 3
     cfg["resources"] = {"mem_mb": {"evaluate": 9000}, "threads": {"evaluate": 5}}
     plan = WorkflowPlan(cfg)
-    assert plan.rule_resources("evaluate", mem_mb=2000, runtime=10) == {"mem_mb": 9000, "runtime": 10}
-    assert plan.rule_resources("train_grpo", mem_mb=2000) == {"mem_mb": 2000}
-    assert plan.rule_threads("evaluate") == 5 and plan.rule_threads("train_grpo") == 3
+    assert plan.resources.rule_resources("evaluate", mem_mb=2000, runtime=10) == {"mem_mb": 9000, "runtime": 10}
+    assert plan.resources.rule_resources("train_grpo", mem_mb=2000) == {"mem_mb": 2000}
+    assert plan.resources.rule_threads("evaluate") == 5 and plan.resources.rule_threads("train_grpo") == 3
 
 
 def test_section_leaves_out_other_rules_keys():
     plan = WorkflowPlan(_config())
-    assert "curve" not in yaml.safe_load(plan.section("eval", exclude=EVAL_EXCLUDE, seed=1))
-    grpo = yaml.safe_load(plan.section("grpo", exclude=GRPO_RUN_EXCLUDE))
+    assert "curve" not in yaml.safe_load(plan.arguments.section("eval", exclude=EVAL_EXCLUDE, seed=1))
+    grpo = yaml.safe_load(plan.arguments.section("grpo", exclude=GRPO_RUN_EXCLUDE))
     assert not set(GRPO_RUN_EXCLUDE) & set(grpo)
 
 
 def test_the_drill_reads_no_sft_setting_so_the_regime_map_shares_it():
     plan = WorkflowPlan(_config())
-    drill = yaml.safe_load(plan.drill_section())
+    drill = yaml.safe_load(plan.arguments.drill_section())
     assert drill and set(drill) <= set(plan.config["base_model"])
     assert "unhinted_strategy_weights" not in drill and "examples" not in drill
     shares = plan.config["regime_map"]["shares"]
-    cells = [plan.regime_map_base_config(share) for share in shares]
+    cells = [plan.regime_map.regime_map_base_config(share) for share in shares]
     assert all({k: cell[k] for k in drill} == drill for cell in cells)  # every cell: the same drill
     assert len({str(cell["unhinted_strategy_weights"]) for cell in cells}) == len(shares)  # other SFT mixtures
 
 
 def test_launcher_uses_accelerate_for_more_than_one_gpu():
     plan = WorkflowPlan(_config())
-    assert plan.launcher(None, SimpleNamespace(gpu=0)) == "nudgerl"  # CPU training: no CUDA check
-    assert plan.launcher(None, SimpleNamespace(gpu=1)) == "NUDGERL_REQUIRE_CUDA=1 nudgerl"
-    cmd = plan.launcher(None, SimpleNamespace(gpu=4))
+    assert plan.resources.launcher(None, SimpleNamespace(gpu=0)) == "nudgerl"  # CPU training: no CUDA check
+    assert plan.resources.launcher(None, SimpleNamespace(gpu=1)) == "NUDGERL_REQUIRE_CUDA=1 nudgerl"
+    cmd = plan.resources.launcher(None, SimpleNamespace(gpu=4))
     assert cmd.startswith("NUDGERL_REQUIRE_CUDA=1 ") and "accelerate launch" in cmd
     assert "--num_processes 4 -m nudgerl.cli" in cmd
     # evaluation never runs one process per GPU (vLLM's tensor parallelism spans them)
-    assert plan.inference_launcher(None, SimpleNamespace(gpu=4)) == "NUDGERL_REQUIRE_CUDA=1 nudgerl"
-    assert plan.inference_launcher(None, SimpleNamespace(gpu=0)) == "nudgerl"
+    assert plan.resources.inference_launcher(None, SimpleNamespace(gpu=4)) == "NUDGERL_REQUIRE_CUDA=1 nudgerl"
+    assert plan.resources.inference_launcher(None, SimpleNamespace(gpu=0)) == "nudgerl"
 
 
 def test_gpu_type_comes_from_the_environment_for_gpu_rules_only(monkeypatch):
@@ -129,16 +132,16 @@ def test_gpu_type_comes_from_the_environment_for_gpu_rules_only(monkeypatch):
     cfg["resources"] = {"gpu": {"train_grpo": 1, "evaluate": 2}, "gpu_model": {"evaluate": "a100"}}
     plan = WorkflowPlan(cfg)
     monkeypatch.delenv(GPU_TYPE_VAR, raising=False)
-    assert "gpu_model" not in plan.rule_resources("train_grpo")  # plain count: --gpus=1
+    assert "gpu_model" not in plan.resources.rule_resources("train_grpo")  # plain count: --gpus=1
     monkeypatch.setenv(GPU_TYPE_VAR, "")
-    assert "gpu_model" not in plan.rule_resources("train_grpo")
+    assert "gpu_model" not in plan.resources.rule_resources("train_grpo")
     monkeypatch.setenv(GPU_TYPE_VAR, "h200_nvl")
-    assert plan.rule_resources("train_grpo") == {"gpu": 1, "gpu_model": "h200_nvl"}
-    assert plan.rule_resources("evaluate")["gpu_model"] == "a100"  # the config's own per-rule model wins
-    assert "gpu_model" not in plan.rule_resources("rank_hints", mem_mb=2000)  # no GPU: no type
+    assert plan.resources.rule_resources("train_grpo") == {"gpu": 1, "gpu_model": "h200_nvl"}
+    assert plan.resources.rule_resources("evaluate")["gpu_model"] == "a100"  # the config's own per-rule model wins
+    assert "gpu_model" not in plan.resources.rule_resources("rank_hints", mem_mb=2000)  # no GPU: no type
     monkeypatch.setenv(GPU_TYPE_VAR, "nvidia_a100-sxm4-80gb")  # the plugin rejects '-' at submit time
     with pytest.raises(ValueError, match="NUDGERL_SLURM_GPU_TYPE='nvidia_a100-sxm4-80gb'"):
-        plan.rule_resources("train_grpo")
+        plan.resources.rule_resources("train_grpo")
 
 
 def test_training_under_slurm_stops_itself_before_the_time_limit(tmp_path):
@@ -171,20 +174,20 @@ def test_training_under_slurm_stops_itself_before_the_time_limit(tmp_path):
 def test_organism_outputs_and_base_model_arguments():
     plan = WorkflowPlan(_config("smoke.yaml"))
     outputs = plan.final_outputs()
-    assert f"{plan.RESULTS}/tables/table1.csv" in outputs and f"{plan.RESULTS}/audit/audit.txt" in outputs
+    assert f"{plan.paths.RESULTS}/tables/table1.csv" in outputs and f"{plan.paths.RESULTS}/audit/audit.txt" in outputs
     assert all("{" not in f for f in outputs)
     w = SimpleNamespace(seed="1", method="base")
-    assert plan.model_dir(w) == plan.base_model_arg(w) == plan.BASE_MODEL.format(seed=1)
-    assert plan.regime_input(w) == f"{plan.DIAGNOSIS}.regime.json".format(seed=1)
+    assert plan.paths.model_dir(w) == plan.paths.base_model_arg(w) == plan.paths.BASE_MODEL.format(seed=1)
+    assert plan.paths.regime_input(w) == f"{plan.paths.DIAGNOSIS}.regime.json".format(seed=1)
 
 
 def test_math_task_runs_per_model():
     plan = WorkflowPlan(_config("smollm2.yaml"))
-    assert plan.TASK == "math" and plan.RESULTS == f"{plan.SHARED}/{{model}}"
+    assert plan.paths.TASK == "math" and plan.paths.RESULTS == f"{plan.paths.SHARED}/{{model}}"
     outputs = plan.final_outputs()
-    for name in plan.MODELS:
-        assert f"{plan.SHARED}/{name}/tables/table1.csv" in outputs
-    assert plan.regime_input(SimpleNamespace(seed="0")) == []
+    for name in plan.paths.MODELS:
+        assert f"{plan.paths.SHARED}/{name}/tables/table1.csv" in outputs
+    assert plan.paths.regime_input(SimpleNamespace(seed="0")) == []
 
 
 def test_a_model_named_like_a_shared_folder_is_refused():
@@ -197,20 +200,125 @@ def test_a_model_named_like_a_shared_folder_is_refused():
 
 def test_every_plan_name_a_rule_reads_is_bound_where_grep_finds_it():
     """workflow/rules/common.smk binds what the rules read of the plan one name per line
-    (`NAME = PLAN.NAME`), never by injecting the plan's attributes wholesale: a reader of a rule
-    file greps a name to its line. Every plan attribute or method a rule file or the Snakefile
-    mentions is bound there, and every binding names a real attribute."""
+    (`NAME = PLAN.<part>.NAME`, or `PLAN.NAME` for the plan's own), never by injecting the plan's
+    attributes wholesale: a reader of a rule file greps a name to its line, and the line names the
+    part that defines it. Every plan attribute or method a rule file or the Snakefile mentions is
+    bound there, and every binding names a real attribute of the part it names."""
     import re
 
     common = (REPO / "workflow" / "rules" / "common.smk").read_text()
-    bound = dict(re.findall(r"^(\w+) = PLAN\.(\w+)(?:  # .*)?$", common, re.M))
-    assert bound and all(name == attr for name, attr in bound.items())
+    found = re.findall(r"^(\w+) = PLAN\.(?:(\w+)\.)?(\w+)(?:  # .*)?$", common, re.M)
+    assert found and all(name == attr for name, _, attr in found)
+    bound = {name: part for name, part, _ in found}
     rule_files = [p for p in (REPO / "workflow" / "rules").glob("*.smk") if p.name != "common.smk"]
     texts = [p.read_text() for p in [*rule_files, REPO / "Snakefile"]]
     assert not [p for p in [*rule_files, REPO / "workflow" / "rules" / "common.smk"] if "globals()" in p.read_text()]
     for cfg in (_config(), _config("smollm2.yaml"), _config("paper.yaml")):
         plan = WorkflowPlan(cfg)
-        names = {n for n in [*vars(plan), *dir(type(plan))] if not n.startswith("_") and n != "config"}
-        assert set(bound) <= names, sorted(set(bound) - names)
-        used = {n for n in names if any(re.search(rf"(?<![\w.]){n}\b", t) for t in texts)}
+        owners = _public_names(plan)
+        for name, part in bound.items():
+            assert owners.get(name) == (part or None), f"{name}: bound from {part or 'the plan'}, defined in {owners.get(name)}"
+        used = {n for n in owners if any(re.search(rf"(?<![\w.]){n}\b", t) for t in texts)}
         assert used <= set(bound), f"read by a rule but not bound in common.smk: {sorted(used - set(bound))}"
+
+
+PARTS = ("paths", "methods", "regime_map", "resources", "arguments")
+
+
+def _public(obj) -> set[str]:
+    return {n for n in [*vars(obj), *dir(type(obj))] if not n.startswith("_") and n != "config"}
+
+
+def _public_names(plan) -> dict[str, str | None]:
+    """Every public name of the plan's parts -> the part; the plan's own -> None. No two share one."""
+    owners = {n: None for n in _public(plan) - set(PARTS)}
+    for part_name in PARTS:
+        for name in _public(getattr(plan, part_name)):
+            assert name not in owners, f"{name}: in {owners.get(name) or 'the plan'} and {part_name}"
+            owners[name] = part_name
+    return owners
+
+
+def test_the_plan_composes_one_part_per_concern():
+    """Each part (nudgerl.plan_*) owns its names and no two parts define the same name; each
+    module stays small (one concern)."""
+    plan = WorkflowPlan(_config("paper.yaml"))
+    assert _public(plan) >= set(PARTS)
+    owners = _public_names(plan)
+    assert {owners[n] for n in ("SHARED", "NUDGE_MAIN", "RMAP", "launcher", "section")} == \
+        {"paths", "methods", "regime_map", "resources", "arguments"}
+    src = REPO / "src" / "nudgerl"
+    for module in [src / "method_ids.py", *(src / "plan").glob("*.py")]:
+        assert len(module.read_text().splitlines()) <= 300, module
+
+
+def test_config_checks_and_plan_share_one_definition_of_the_method_ids():
+    """nudgerl.config's batch-shape check and the plan derive the trained runs' N from
+    nudgerl.method_ids; config.py sits below the plan and must not import it."""
+    import ast
+
+    for cfg in (_config(), _config("smoke.yaml"), _config("paper.yaml"), _config("smollm2.yaml")):
+        plan = WorkflowPlan(cfg)
+        sizes = trained_group_sizes(cfg)
+        assert sorted(n for rule, n in sizes if rule == "train_grpo") == sorted(
+            {grpo_group_size(m) for m in plan.methods.GRPO_METHODS})
+        assert [n for rule, n in sizes if rule == "train_nudgerl"] == [nudge_group_size(plan.methods.NUDGE)]
+        assert plan.methods.NUDGE_MAIN == f"nudgerl{nudge_group_size(plan.methods.NUDGE)}"
+        pope = [n for rule, n in sizes if rule == "train_pope"]
+        assert pope in ([], [int(plan.methods.POPE_METHOD[4:])])
+        eps = [n for rule, n in sizes if rule == "train_grpo_eps"]
+        assert eps == ([plan.methods.EPS_N] if plan.methods.EPS_SWEEP else [])
+        assert all(grpo_group_size(m) == plan.methods.EPS_N for _, m in plan.methods.EPS_SWEEP if "_eps" not in m)
+    for module, forbidden in (("config.py", "nudgerl.plan.workflow_plan"), ("method_ids.py", "nudgerl.")):
+        tree = ast.parse((REPO / "src" / "nudgerl" / module).read_text())
+        imported = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module]
+        imported += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+        assert not [m for m in imported if m.startswith(forbidden) and m != "nudgerl.method_ids"], (module, imported)
+    assert "nudgerl.method_ids" in (REPO / "src" / "nudgerl" / "config.py").read_text()
+
+
+def test_roots_and_prefixes_are_what_the_rules_took_from_their_files():
+    """The roots a command takes (eval, runs, results, the regime map's cells) are the folders
+    the rules' input and output paths sit in, per model under task math."""
+    for cfg, wildcards in ((_config(), {}), (_config("smollm2.yaml"), {"model": "m1"})):
+        plan = WorkflowPlan(cfg)
+        w = SimpleNamespace(**wildcards, items=lambda d=wildcards: d.items())
+        results = plan.paths.RESULTS.format(**wildcards)
+        summary = f"{results}/eval/grpo8/seed0/summary.json"
+        metrics = f"{results}/runs/grpo8/seed0/metrics.jsonl"
+        assert plan.paths.eval_root(w) == os.path.dirname(os.path.dirname(os.path.dirname(summary)))
+        assert plan.paths.runs_root(w) == os.path.dirname(os.path.dirname(os.path.dirname(metrics)))
+        assert plan.paths.results_root(w) == os.path.dirname(os.path.dirname(f"{results}/tables/compute.csv")) == results
+        assert "{" not in plan.paths.eval_root(w) + plan.paths.runs_root(w) + plan.paths.results_root(w)
+    plan = WorkflowPlan(_config())
+    diagnosis = plan.regime_map.RMAP_CELL.format(share="0.5") + "/diagnostics/seed0.json"
+    assert plan.regime_map.regime_map_root(SimpleNamespace(items=lambda: {}.items())) == \
+        os.path.dirname(os.path.dirname(os.path.dirname(diagnosis)))
+    files = SimpleNamespace(metrics="a/b/metrics.jsonl", png="f/x.png", csv="t/y.csv")
+    assert plan.paths.output_run_dir(None, files) == plan.paths.input_run_dir(None, files) == "a/b"
+    assert plan.paths.figure_prefix(None, files) == "f/x" and plan.paths.table_prefix(None, files) == "t/y"
+
+
+def test_sections_a_rule_passes_as_json():
+    cfg = _config()
+    cfg["pope"] = {**cfg.get("pope", {}), "num_generations": 8, "oracle_stage": "oracles_organism", "guide": 1}
+    cfg["report"] = {**cfg.get("report", {}), "case_study": {"samples": 32}}
+    cfg["nudgerl"]["ablations"] = {"p_drop": [0.25]}
+    plan = WorkflowPlan(cfg)
+    pope = yaml.safe_load(plan.arguments.pope_section())
+    assert pope["guide"] == 1 and not set(POPE_RUN_EXCLUDE) & set(pope)
+    run = f"{plan.methods.NUDGE_MAIN}_pdrop0.25"
+    assert yaml.safe_load(plan.arguments.nudge_section(SimpleNamespace(method=run))) == plan.methods.NUDGE_RUNS[run]["nudge"]
+    case = yaml.safe_load(plan.arguments.sampling_section("case_study"))
+    assert case["samples"] == 32 and set(case) - {"samples"} <= set(SAMPLING_KEYS)
+    assert yaml.safe_load(plan.arguments.nudge_shape_section()) == {"M": plan.methods.NUDGE.get("M", 2), "K": plan.methods.NUDGE.get("K", 4)}
+    eps = yaml.safe_load(plan.arguments.grpo_eps_section(SimpleNamespace(eps="0.28")))
+    assert eps["epsilon_high"] == 0.28 and not set(GRPO_RUN_EXCLUDE) & set(eps)
+    assert yaml.safe_load(plan.arguments.run_seeds_section()) == plan.methods.RUN_SEEDS
+    assert yaml.safe_load(plan.arguments.claim_roles_section())["nudgerl"] == plan.methods.NUDGE_MAIN
+    curve = yaml.safe_load(plan.regime_map.regime_map_curve_section())
+    assert curve["curve"] == {"every": plan.regime_map.RMAP["every"], "samples": plan.regime_map.RMAP["samples"]}
+    assert yaml.safe_load(plan.regime_map.regime_map_grid_section()) == plan.regime_map.RMAP_GRID
+    share = plan.regime_map.RMAP["shares"][0]
+    assert yaml.safe_load(plan.regime_map.regime_map_base_section(SimpleNamespace(share=str(share)))) == \
+        plan.regime_map.regime_map_base_config(float(share))

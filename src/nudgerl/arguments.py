@@ -1,4 +1,5 @@
-"""What the stages' subcommands share: argument types, the model options, the torch threads.
+"""What the stages' subcommands share: argument types, the job options, the torch threads
+(the options of commands that run a real model: :mod:`nudgerl.evaluation.model_arguments`).
 
 Each stage registers its own subcommands (``<stage>/cli.py``); :mod:`nudgerl.cli` builds
 the parser from them.
@@ -25,25 +26,6 @@ def json_arg(text: str) -> dict:
         return json.loads(text)
     except json.JSONDecodeError as e:
         raise argparse.ArgumentTypeError(f"--params is not valid JSON: {e}") from None
-
-
-def prompt_template(args):
-    """The --prompt template (JSON from the rule), or None: the organism's built-in prompts."""
-    from nudgerl.data.prompts import PromptTemplate
-
-    d = getattr(args, "prompt", None)
-    return PromptTemplate.from_dict(d) if d else None
-
-
-def add_model_arguments(p) -> None:
-    """Real models: a hub revision and the prompt template (both optional: the organism needs
-    neither); how completions are graded (config key grading.mode)."""
-    from nudgerl.evaluation.grading import DEFAULT_MODE, GRADER_MODES
-
-    p.add_argument("--revision", default=None, help="revision of a Hugging Face model id given as --model")
-    p.add_argument("--prompt", type=json_arg, default=None, help="prompt template as JSON (nudgerl.data.prompts)")
-    p.add_argument("--grader-mode", choices=GRADER_MODES, default=DEFAULT_MODE,
-                   help="how completions are graded (nudgerl.evaluation.grading; config key grading.mode)")
 
 
 def add_job_arguments(p) -> None:

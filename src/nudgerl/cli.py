@@ -65,9 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """The console script: the command runs in the local job server's forked child when the
     workflow started one (nudgerl.job_server: the heavy imports are already done there), else here."""
-    from nudgerl import job_server
+    from nudgerl import job_client
 
-    code = job_server.forward(sys.argv[1:] if argv is None else list(argv))
+    code = job_client.forward(sys.argv[1:] if argv is None else list(argv))
     return run(argv) if code is None else code
 
 

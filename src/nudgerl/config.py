@@ -12,6 +12,8 @@ from pathlib import Path
 
 import yaml
 
+from nudgerl.method_ids import trained_group_sizes
+
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
 
 
@@ -153,7 +155,7 @@ def check_batch_shapes(config: dict) -> list[str]:
     # optimizer_steps_per_generation steps, for every N each training rule trains
     per_device = grpo.get("per_device_train_batch_size")
     steps = grpo.get("optimizer_steps_per_generation", 1)
-    for rule, n in _trained_group_sizes(config):
+    for rule, n in trained_group_sizes(config):
         procs = training_processes(config, rule)
         generation = pps * n
         gpu_key = f"'resources.gpu.{rule}' ({procs})"
@@ -185,26 +187,12 @@ def check_batch_shapes(config: dict) -> list[str]:
 
 
 def training_processes(config: dict, rule: str) -> int:
-    """Processes a training job of ``rule`` runs with: one per GPU (WorkflowPlan.launcher starts
+    """Processes a training job of ``rule`` runs with: one per GPU (PlanResources.launcher starts
     ``accelerate launch --num_processes <gpu>`` when the rule's ``resources.gpu`` is above 1).
     A ``--set-resources <rule>:gpu=N`` on the command line is not in the config: such a job
     checks its shapes itself when it starts (nudgerl.training.grpo.batch_kwargs)."""
     gpus = ((config.get("resources") or {}).get("gpu") or {}).get(rule) or 1
     return max(int(gpus), 1)
-
-
-def _trained_group_sizes(config: dict) -> list[tuple[str, int]]:
-    """(training rule, N) for every group size the DAG trains."""
-    grpo = config.get("grpo", {})
-    nudge = config.get("nudgerl")
-    pairs = [("train_grpo", n) for n in sorted(set(grpo.get("group_sizes", [])))]
-    if grpo.get("epsilon_high_sweep"):
-        pairs.append(("train_grpo_eps", grpo.get("epsilon_high_sweep_group_size", 8)))
-    if (config.get("pope") or {}).get("num_generations"):
-        pairs.append(("train_pope", config["pope"]["num_generations"]))
-    if nudge is not None and nudge.get("M", 2) * nudge.get("K", 4) >= 1:
-        pairs.append(("train_nudgerl", nudge.get("M", 2) * nudge.get("K", 4)))
-    return pairs
 
 
 def check_trackers(config: dict) -> list[str]:

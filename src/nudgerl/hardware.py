@@ -1,7 +1,7 @@
 """Fail fast on the wrong hardware: a job that was given a GPU must see CUDA.
 
 The workflow sets ``NUDGERL_REQUIRE_CUDA=1`` in the command of every job that asks the
-scheduler for a GPU (``WorkflowPlan.launcher``). Without this check a driver/torch mismatch (a
+scheduler for a GPU (``PlanResources.launcher``). Without this check a driver/torch mismatch (a
 CPU-only torch wheel, or a node driver older than the wheel's CUDA) goes unnoticed: training
 falls back to the CPU and runs for hours, or vLLM fails much later with an unrelated-looking
 error. ``nudgerl.cli.main`` calls :func:`require_cuda` before it dispatches, so such a job

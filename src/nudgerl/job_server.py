@@ -17,14 +17,14 @@ it, and a child whose client has gone (a killed job) is killed.
 
 Snakemake's ``benchmark:`` records see the client only; the child's CPU seconds and peak memory
 (from ``wait4``) end the job's log as a ``USAGE_PREFIX`` line, which the compute table reads
-(:func:`logged_usage`).
+(:func:`nudgerl.job_client.logged_usage`).
 
-This module imports only the standard library: the client runs it before anything heavy.
+This is the server's side, run as ``python -m nudgerl.job_server``; the client's side (``forward``,
+``start``, ``stop``) is :mod:`nudgerl.job_client`, which every ``nudgerl`` process imports first.
 """
 
 from __future__ import annotations
 
-import array
 import ctypes
 import json
 import os
@@ -32,14 +32,11 @@ import re
 import select
 import signal
 import socket
-import subprocess
 import sys
-import tempfile
 import threading
-import time
 
-ENV = "NUDGERL_JOB_SERVER"  # the server's socket path, set for the jobs of the snakemake that started it
-USAGE_PREFIX = "nudgerl job server:"
+from nudgerl.job_client import ENV, FORWARDED_SIGNALS, MAX_MESSAGE, USAGE_PREFIX, send
+
 # Imported by the server before it forks: what a training, evaluation or report job imports.
 PRELOAD = ("torch", "transformers", "transformers.models.llama.modeling_llama", "trl.trainer.grpo_trainer", "pandas",
            "matplotlib.pyplot",
@@ -48,23 +45,11 @@ PRELOAD = ("torch", "transformers", "transformers.models.llama.modeling_llama", 
 # Environment read at import time: a job whose values differ runs in a fresh process instead.
 IMPORT_TIME_ENV = re.compile(r"(HF_|HUGGINGFACE_|TRANSFORMERS_|TRL_|ACCELERATE_|TORCH|PYTORCH_|CUDA_|TOKENIZERS_"
                              r"|MPL|KMP_|LD_|PYTHON|WANDB_|DS_|NCCL_)")
-# Set per job by Snakemake (its `threads`); applied in the child (torch.set_num_threads).
-THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
-FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGHUP, signal.SIGQUIT)
 _PR_SET_PDEATHSIG = 1
-_MAX_MESSAGE = 1 << 20
 
 
 def _die_with_parent(sig: int = signal.SIGKILL) -> None:
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
-
-
-def _send(conn: socket.socket, obj: dict, fds: list[int] = ()) -> None:
-    data = json.dumps(obj).encode()
-    if fds:
-        socket.send_fds(conn, [data], list(fds))
-    else:
-        conn.send(data)
 
 
 def _import_env(env: dict) -> dict:
@@ -86,65 +71,6 @@ def unsafe_threads() -> list[str]:
         if tid != me and name not in FORK_SAFE_THREADS:
             names.append(name)
     return names
-
-
-# ---------------------------------------------------------------------------------------
-# Client: `nudgerl` in a job
-
-
-def forward(argv: list[str]) -> int | None:
-    """Run ``nudgerl argv`` in the server's forked child; its exit code, or None when there is no
-    server to take it (the caller then runs the command itself)."""
-    path = os.environ.get(ENV)
-    if not path or os.environ.get("NUDGERL_REQUIRE_CUDA"):
-        return None
-    try:
-        conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        conn.connect(path)
-        _send(conn, {"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ)}, [0, 1, 2])
-        reply = json.loads(conn.recv(_MAX_MESSAGE) or b"{}")
-    except OSError:
-        return None
-    if "pid" not in reply:
-        print(f"{USAGE_PREFIX} not used ({reply.get('refused', 'no answer')}): the command runs in this process",
-              file=sys.stderr)
-        return None
-    pid = reply["pid"]
-
-    def pass_on(sig, _frame):
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            pass
-
-    for sig in FORWARDED_SIGNALS:
-        signal.signal(sig, pass_on)
-    data = conn.recv(_MAX_MESSAGE)  # a forwarded signal interrupts it and it resumes (PEP 475)
-    if not data:  # the server died; its child dies with it (PR_SET_PDEATHSIG)
-        print(f"{USAGE_PREFIX} the server went away while it ran the command", file=sys.stderr)
-        return 1
-    done = json.loads(data)
-    sys.stderr.write(f"{USAGE_PREFIX} ran in a forked child (pid {pid}): exit {done['exit']} "
-                     f"cpu_s={done['cpu_s']:.2f} max_rss_mb={done['max_rss_mb']:.1f}\n")
-    return done["exit"]
-
-
-_USAGE_LINE = re.compile(re.escape(USAGE_PREFIX) + r" .*cpu_s=([0-9.]+) max_rss_mb=([0-9.]+)")
-
-
-def logged_usage(log: str | os.PathLike) -> dict | None:
-    """The child's CPU seconds and peak memory from the last usage line of a job's log (None:
-    the job ran in its own process, or wrote no log)."""
-    try:
-        with open(log, errors="replace") as f:
-            found = [m for m in map(_USAGE_LINE.search, f) if m]
-    except OSError:
-        return None
-    return {"cpu_s": float(found[-1].group(1)), "max_rss_mb": float(found[-1].group(2))} if found else None
-
-
-# ---------------------------------------------------------------------------------------
-# Server
 
 
 def _run_child(request: dict) -> None:
@@ -208,14 +134,14 @@ class Server:
     def accept(self, listener: socket.socket) -> None:
         conn, _ = listener.accept()
         try:
-            data, fds, _, _ = socket.recv_fds(conn, _MAX_MESSAGE, 3)
+            data, fds, _, _ = socket.recv_fds(conn, MAX_MESSAGE, 3)
             request = json.loads(data)
         except (OSError, ValueError):
             conn.close()
             return
         reason = self.refusal(request) if len(fds) == 3 else "no standard streams received"
         if reason:
-            _send(conn, {"refused": reason})
+            send(conn, {"refused": reason})
             conn.close()
             for fd in fds:
                 os.close(fd)
@@ -242,7 +168,7 @@ class Server:
             os.close(fd)
         self.jobs[pid] = conn
         self.exits[pid] = os.pidfd_open(pid)  # readable once the child has ended: wakes select
-        _send(conn, {"pid": pid})
+        send(conn, {"pid": pid})
 
     def reap(self) -> None:
         while self.jobs:
@@ -259,7 +185,7 @@ class Server:
             code = os.waitstatus_to_exitcode(status)
             code = 128 - code if code < 0 else code  # killed by a signal: as a shell reports it
             try:
-                _send(conn, {"exit": code, "cpu_s": usage.ru_utime + usage.ru_stime,
+                send(conn, {"exit": code, "cpu_s": usage.ru_utime + usage.ru_stime,
                              "max_rss_mb": usage.ru_maxrss / 1024})
             except OSError:
                 pass
@@ -322,43 +248,6 @@ def serve(path: str, parent: int) -> int:
         except FileNotFoundError:
             pass
     return 0
-
-
-def start(log: str | os.PathLike | None = None, timeout: float = 120.0) -> tuple[subprocess.Popen, str] | None:
-    """Start a server for this process's jobs (its socket in a fresh temporary folder); sets ENV
-    in this process's environment, which local jobs inherit. None if it did not come up."""
-    folder = tempfile.mkdtemp(prefix="nudgerl-jobs-")
-    path = os.path.join(folder, "socket")
-    out = open(log, "ab") if log else subprocess.DEVNULL
-    proc = subprocess.Popen([sys.executable, "-P", "-m", "nudgerl.job_server", path, str(os.getpid())],
-                            stdout=out, stderr=out, stdin=subprocess.DEVNULL,
-                            env={**os.environ, **{v: os.environ.get(v, "1") for v in THREAD_ENV}})
-    if log:
-        out.close()  # the server holds its own copy
-    deadline = time.monotonic() + timeout
-    while not os.path.exists(path):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            return None
-        time.sleep(0.05)
-    os.environ[ENV] = path
-    return proc, path
-
-
-def stop(handle: tuple[subprocess.Popen, str] | None) -> None:
-    os.environ.pop(ENV, None)
-    if handle is None:
-        return
-    proc, path = handle
-    proc.terminate()
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    try:
-        os.rmdir(os.path.dirname(path))
-    except OSError:
-        pass
 
 
 if __name__ == "__main__":

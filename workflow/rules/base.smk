@@ -93,7 +93,7 @@ if TASK == "organism":
             html=report(f"{RESULTS}/diagnostics/base_models.html", caption="../report/base_models.rst",
                         category=REPORT_DIAGNOSTICS, labels=report_labels("Base models of the replicates")),
         params:
-            prefix=lambda w, output: os.path.splitext(output.csv)[0],
+            prefix=table_prefix,
         conda:
             "../envs/nudgerl.yaml"
         log:

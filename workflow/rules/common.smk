@@ -1,95 +1,110 @@
 import json
 import os
 
-# What the rules build, derived from the config: nudgerl.workflow_plan (unit-tested in
+# What the rules build, derived from the config: nudgerl.plan.workflow_plan (unit-tested in
 # tests/test_workflow_plan.py). Every name a rule file reads is bound here, one per line, so
 # `grep -n "^NAME = " workflow/rules/common.smk` finds it; this file also keeps what needs
 # Snakemake itself (wildcard constraints, the scheduler settings, report entries).
-from nudgerl.workflow_plan import EVAL_EXCLUDE, GRPO_RUN_EXCLUDE, WorkflowPlan
+from nudgerl.plan.arguments import EVAL_EXCLUDE, GRPO_RUN_EXCLUDE
+from nudgerl.plan.workflow_plan import WorkflowPlan
 
 PLAN = WorkflowPlan(config)
 
 # ---- the configuration ------------------------------------------------------------------
-TASK = PLAN.TASK  # organism | math
-SEEDS = PLAN.SEEDS
-ABLATION_SEEDS = PLAN.ABLATION_SEEDS
-BENCHMARKS = PLAN.BENCHMARKS
-MODELS = PLAN.MODELS  # task math: the real base models by name
-GGUF_MODELS = PLAN.GGUF_MODELS
-HUB_MODELS = PLAN.HUB_MODELS
-HUB_OFFLINE = PLAN.HUB_OFFLINE  # command prefix of jobs that load a base policy
-TRAIN_RETRIES = PLAN.TRAIN_RETRIES
-N_BOOT = PLAN.N_BOOT
+TASK = PLAN.paths.TASK  # organism | math
+SEEDS = PLAN.methods.SEEDS
+ABLATION_SEEDS = PLAN.methods.ABLATION_SEEDS
+BENCHMARKS = PLAN.paths.BENCHMARKS
+MODELS = PLAN.paths.MODELS  # task math: the real base models by name
+GGUF_MODELS = PLAN.paths.GGUF_MODELS
+HUB_MODELS = PLAN.paths.HUB_MODELS
+HUB_OFFLINE = PLAN.paths.HUB_OFFLINE  # command prefix of jobs that load a base policy
+TRAIN_RETRIES = PLAN.resources.TRAIN_RETRIES
+N_BOOT = PLAN.arguments.N_BOOT
 
 # ---- where files live ---------------------------------------------------------------------
-SHARED = PLAN.SHARED
-RESULTS = PLAN.RESULTS
-DATA = PLAN.DATA
-TRAIN = PLAN.TRAIN
-POOLS = PLAN.POOLS
-RANKED_POOLS = PLAN.RANKED_POOLS
-ORACLES = PLAN.ORACLES
-BASE_MODEL = PLAN.BASE_MODEL
-DRILLED_MODEL = PLAN.DRILLED_MODEL
-DIAGNOSIS = PLAN.DIAGNOSIS
-POOL_DVC_STAGE = PLAN.POOL_DVC_STAGE
-ORACLE_DVC_STAGE = PLAN.ORACLE_DVC_STAGE
+SHARED = PLAN.paths.SHARED
+RESULTS = PLAN.paths.RESULTS
+DATA = PLAN.paths.DATA
+TRAIN = PLAN.paths.TRAIN
+POOLS = PLAN.paths.POOLS
+RANKED_POOLS = PLAN.paths.RANKED_POOLS
+ORACLES = PLAN.paths.ORACLES
+BASE_MODEL = PLAN.paths.BASE_MODEL
+DRILLED_MODEL = PLAN.paths.DRILLED_MODEL
+DIAGNOSIS = PLAN.paths.DIAGNOSIS
+POOL_DVC_STAGE = PLAN.paths.POOL_DVC_STAGE
+ORACLE_DVC_STAGE = PLAN.paths.ORACLE_DVC_STAGE
+# a job's roots and prefixes, from its wildcards, inputs or outputs (params functions)
+results_root = PLAN.paths.results_root
+eval_root = PLAN.paths.eval_root
+runs_root = PLAN.paths.runs_root
+output_run_dir = PLAN.paths.output_run_dir
+input_run_dir = PLAN.paths.input_run_dir
+figure_prefix = PLAN.paths.figure_prefix
+table_prefix = PLAN.paths.table_prefix
 
 # ---- the runs: method ids, ablations, sweeps, curves, claims --------------------------------
-METHODS = PLAN.METHODS
-GRPO_METHODS = PLAN.GRPO_METHODS
-POPE_METHOD = PLAN.POPE_METHOD
-NUDGE = PLAN.NUDGE
-NUDGE_MAIN = PLAN.NUDGE_MAIN
-NUDGE_RUNS = PLAN.NUDGE_RUNS
-ABLATIONS = PLAN.ABLATIONS
-ABLATION_TITLES = PLAN.ABLATION_TITLES
-REFERENCE = PLAN.REFERENCE
-EPS_MAIN = PLAN.EPS_MAIN
-EPS_SWEEP = PLAN.EPS_SWEEP
-CURVE_BENCHMARKS = PLAN.CURVE_BENCHMARKS
-CURVE_SEEDS = PLAN.CURVE_SEEDS
-CURVE_METHODS = PLAN.CURVE_METHODS
-CASE_METHODS = PLAN.CASE_METHODS
-EVALUATED = PLAN.EVALUATED
-RUN_SEEDS = PLAN.RUN_SEEDS
-CLAIM_ROLES = PLAN.CLAIM_ROLES
-claim_evals = PLAN.claim_evals
-claim_metrics = PLAN.claim_metrics
+METHODS = PLAN.methods.METHODS
+GRPO_METHODS = PLAN.methods.GRPO_METHODS
+POPE_METHOD = PLAN.methods.POPE_METHOD
+NUDGE_MAIN = PLAN.methods.NUDGE_MAIN
+ABLATIONS = PLAN.methods.ABLATIONS
+ABLATION_TITLES = PLAN.methods.ABLATION_TITLES
+REFERENCE = PLAN.methods.REFERENCE
+EPS_MAIN = PLAN.methods.EPS_MAIN
+EPS_SWEEP = PLAN.methods.EPS_SWEEP
+CURVE_BENCHMARKS = PLAN.methods.CURVE_BENCHMARKS
+CURVE_SEEDS = PLAN.methods.CURVE_SEEDS
+CURVE_METHODS = PLAN.methods.CURVE_METHODS
+CASE_METHODS = PLAN.methods.CASE_METHODS
+EVALUATED = PLAN.methods.EVALUATED
+RUN_SEEDS = PLAN.methods.RUN_SEEDS
+claim_evals = PLAN.methods.claim_evals
+claim_metrics = PLAN.methods.claim_metrics
 
 # ---- the regime map (regime_map.smk; None without a `regime_map` section) -----------------
-RMAP = PLAN.RMAP
-RMAP_DIR = PLAN.RMAP_DIR
-RMAP_CELL = PLAN.RMAP_CELL
-RMAP_SHARES = PLAN.RMAP_SHARES
-RMAP_GRID = PLAN.RMAP_GRID
-regime_map_base_config = PLAN.regime_map_base_config
-regime_map_train_command = PLAN.regime_map_train_command
+RMAP = PLAN.regime_map.RMAP
+RMAP_DIR = PLAN.regime_map.RMAP_DIR
+RMAP_CELL = PLAN.regime_map.RMAP_CELL
+RMAP_SHARES = PLAN.regime_map.RMAP_SHARES
+regime_map_base_section = PLAN.regime_map.regime_map_base_section
+regime_map_train_command = PLAN.regime_map.regime_map_train_command
+regime_map_curve_section = PLAN.regime_map.regime_map_curve_section
+regime_map_grid_section = PLAN.regime_map.regime_map_grid_section
+regime_map_root = PLAN.regime_map.regime_map_root
 
 # ---- what a rule's input, params and resources functions return ---------------------------
-section = PLAN.section
-rl_diagnosis_section = PLAN.rl_diagnosis_section
-drill_section = PLAN.drill_section
-gguf_input = PLAN.gguf_input
-gguf_args = PLAN.gguf_args
-snapshot_source = PLAN.snapshot_source
-rule_resources = PLAN.rule_resources
-rule_threads = PLAN.rule_threads
-dvc_stage_deps = PLAN.dvc_stage_deps
-dvc_stage_definition = PLAN.dvc_stage_definition
-helper_calls_api = PLAN.helper_calls_api
-benchmark_files = PLAN.benchmark_files
-data_spec = PLAN.data_spec
-local_data_arg = PLAN.local_data_arg
-prompt_arg = PLAN.prompt_arg
-base_model_input = PLAN.base_model_input
-base_model_arg = PLAN.base_model_arg
-regime_input = PLAN.regime_input
-nudge_pools = PLAN.nudge_pools
-model_dir = PLAN.model_dir
-model_arg = PLAN.model_arg
-launcher = PLAN.launcher
-inference_launcher = PLAN.inference_launcher
+section = PLAN.arguments.section
+rl_diagnosis_section = PLAN.arguments.rl_diagnosis_section
+drill_section = PLAN.arguments.drill_section
+grpo_eps_section = PLAN.arguments.grpo_eps_section
+pope_section = PLAN.arguments.pope_section
+nudge_section = PLAN.arguments.nudge_section
+nudge_shape_section = PLAN.arguments.nudge_shape_section
+sampling_section = PLAN.arguments.sampling_section
+run_seeds_section = PLAN.arguments.run_seeds_section
+claim_roles_section = PLAN.arguments.claim_roles_section
+gguf_input = PLAN.paths.gguf_input
+gguf_args = PLAN.paths.gguf_args
+snapshot_source = PLAN.paths.snapshot_source
+rule_resources = PLAN.resources.rule_resources
+rule_threads = PLAN.resources.rule_threads
+dvc_stage_deps = PLAN.paths.dvc_stage_deps
+dvc_stage_definition = PLAN.paths.dvc_stage_definition
+helper_calls_api = PLAN.paths.helper_calls_api
+benchmark_files = PLAN.paths.benchmark_files
+data_spec = PLAN.arguments.data_spec
+local_data_arg = PLAN.arguments.local_data_arg
+prompt_arg = PLAN.arguments.prompt_arg
+base_model_input = PLAN.paths.base_model_input
+base_model_arg = PLAN.paths.base_model_arg
+regime_input = PLAN.paths.regime_input
+nudge_pools = PLAN.methods.nudge_pools
+model_dir = PLAN.paths.model_dir
+model_arg = PLAN.paths.model_arg
+launcher = PLAN.resources.launcher
+inference_launcher = PLAN.resources.inference_launcher
 result_outputs = PLAN.result_outputs
 final_outputs = PLAN.final_outputs
 
@@ -132,20 +147,20 @@ JOB_SERVER = []
 def start_job_server():
     if not config.get("job_server") or not workflow.local_exec or workflow.remote_exec or workflow.touch:
         return
-    from nudgerl import job_server
+    from nudgerl import job_client
 
     os.makedirs(f"{RESULTS}/logs", exist_ok=True)
-    handle = job_server.start(log=f"{RESULTS}/logs/job_server.log")
+    handle = job_client.start(log=f"{RESULTS}/logs/job_server.log")
     if handle is None:
         print(f"nudgerl: the job server did not start ({RESULTS}/logs/job_server.log); every job imports on its own")
     JOB_SERVER.append(handle)
 
 
 def stop_job_server():
-    from nudgerl import job_server
+    from nudgerl import job_client
 
     while JOB_SERVER:
-        job_server.stop(JOB_SERVER.pop())
+        job_client.stop(JOB_SERVER.pop())
 
 
 # `snakemake --report` categories, numbered because the report lists them alphabetically.

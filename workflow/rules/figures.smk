@@ -18,9 +18,9 @@ rule curve_eval:
         # to its one engine
         cfg=section("eval"),
         base=base_model_arg,
-        hub_offline=HUB_OFFLINE,  # HF_HUB_OFFLINE=1 under task math (WorkflowPlan.HUB_OFFLINE)
+        hub_offline=HUB_OFFLINE,  # HF_HUB_OFFLINE=1 under task math (PlanPaths.HUB_OFFLINE)
         prompt=lambda w: prompt_arg("eval"),
-        run_dir=lambda w, input: os.path.dirname(input.metrics),
+        run_dir=input_run_dir,
         launch=inference_launcher,  # NUDGERL_REQUIRE_CUDA=1 when the job asks for a GPU (nudgerl.hardware)
     threads: rule_threads("curve_eval")
     resources:
@@ -47,7 +47,7 @@ rule training_curves:
     params:
         benchmarks=CURVE_BENCHMARKS,
         n_boot=N_BOOT,
-        prefix=lambda w, output: os.path.splitext(output.png)[0],
+        prefix=figure_prefix,
     conda:
         "../envs/nudgerl.yaml"
     log:
@@ -72,11 +72,11 @@ rule eps_high_scaling:
         eps=[e for e, _ in EPS_SWEEP],
         reference=NUDGE_MAIN,
         reference_eps=EPS_MAIN,
-        eval_root=lambda w, input: os.path.dirname(os.path.dirname(os.path.dirname(input[0]))),
+        eval_root=eval_root,
         benchmarks=BENCHMARKS,
         seeds=ABLATION_SEEDS,
         n_boot=N_BOOT,
-        prefix=lambda w, output: os.path.splitext(output.png)[0],
+        prefix=figure_prefix,
     conda:
         "../envs/nudgerl.yaml"
     log:
@@ -103,12 +103,10 @@ if TASK != "math":
             **figure_report_outputs("strategy_diversity", "strategy_diversity", REPORT_DIAGNOSTICS,
                                     "Strategy diversity (Fig. 1c)"),
         params:
-            cfg=json.dumps({**{k: v for k, v in config["eval"].items() if k in ("temperature", "top_p", "max_new_tokens",
-                                                                                "batch_size")},
-                            **config.get("report", {}).get("strategy_diversity", {})}, sort_keys=True),
-            nudge=json.dumps({"M": NUDGE.get("M", 2), "K": NUDGE.get("K", 4)}),
+            cfg=sampling_section("strategy_diversity"),
+            nudge=nudge_shape_section(),
             n_boot=N_BOOT,
-            prefix=lambda w, output: os.path.splitext(output.png)[0],
+            prefix=figure_prefix,
         threads: rule_threads("strategy_diversity")
         resources:
             **rule_resources("strategy_diversity", mem_mb=2000),
@@ -134,12 +132,10 @@ if TASK != "math":
             data=f"{RESULTS}/diagnostics/case_study.json",
             **figure_report_outputs("case_study", "case_study", REPORT_DIAGNOSTICS, "Case study (Fig. 4)"),
         params:
-            cfg=json.dumps({**{k: v for k, v in config["eval"].items() if k in ("temperature", "top_p", "max_new_tokens",
-                                                                                "batch_size")},
-                            **config.get("report", {}).get("case_study", {})}, sort_keys=True),
+            cfg=sampling_section("case_study"),
             methods=CASE_METHODS,
             eval_dirs=lambda w, input: [os.path.dirname(e) for e in input.evals],
-            prefix=lambda w, output: os.path.splitext(output.png)[0],
+            prefix=figure_prefix,
         threads: rule_threads("case_study")
         resources:
             **rule_resources("case_study", mem_mb=2000),
@@ -167,13 +163,13 @@ rule compute_matched:
                                 "Training curves vs rollout tokens (compute-matched)"),
     params:
         methods=EVALUATED,
-        eval_root=lambda w, input: os.path.dirname(os.path.dirname(os.path.dirname(input[0]))),
-        runs_root=lambda w, input: os.path.dirname(os.path.dirname(os.path.dirname(input.metrics[0]))),
+        eval_root=eval_root,
+        runs_root=runs_root,
         benchmarks=BENCHMARKS,
         curve_benchmarks=CURVE_BENCHMARKS,
-        run_seeds=json.dumps(RUN_SEEDS, sort_keys=True),
+        run_seeds=run_seeds_section(),
         n_boot=N_BOOT,
-        prefix=lambda w, output: os.path.splitext(output.png)[0],
+        prefix=figure_prefix,
     conda:
         "../envs/nudgerl.yaml"
     log:
@@ -202,7 +198,7 @@ rule compute_table:
     benchmark:
         f"{RESULTS}/benchmarks/compute_table.tsv"
     params:
-        results=lambda w, output: os.path.dirname(os.path.dirname(output.csv)),
+        results=results_root,
     shell:
         "nudgerl compute-table --results {params.results} --out {output.csv} --html {output.html} > {log} 2>&1"
 
@@ -225,7 +221,7 @@ rule audit:
     benchmark:
         f"{RESULTS}/benchmarks/audit.tsv"
     params:
-        results=lambda w, output: os.path.dirname(os.path.dirname(output.txt)),
+        results=results_root,
         stages=[POOL_DVC_STAGE, ORACLE_DVC_STAGE],  # the DVC stages this config's results used
     shell:
         "nudgerl audit --results {params.results} --dvc-stages {params.stages} --out {output.txt} "

@@ -1,6 +1,6 @@
 rule strategy_pools:
     """Per training problem, candidate hints: DVC stage `<pools.stage>@<run_name>` (cached, shareable)."""
-    # on the submit host when the helper is an HTTP API (network, no GPU): WorkflowPlan.helper_calls_api
+    # on the submit host when the helper is an HTTP API (network, no GPU): PlanPaths.helper_calls_api
     localrule: helper_calls_api(POOL_DVC_STAGE)
     input:
         train=TRAIN,
@@ -38,7 +38,7 @@ rule rank_hints:
     params:
         cfg=section("ranking"),
         model=base_model_arg,
-        hub_offline=HUB_OFFLINE,  # HF_HUB_OFFLINE=1 under task math (WorkflowPlan.HUB_OFFLINE)
+        hub_offline=HUB_OFFLINE,  # HF_HUB_OFFLINE=1 under task math (PlanPaths.HUB_OFFLINE)
         prompt=lambda w: prompt_arg("nudgerl"),
         launch=inference_launcher,  # NUDGERL_REQUIRE_CUDA=1 when the job asks for a GPU (nudgerl.hardware)
     threads: rule_threads("rank_hints")

@@ -27,7 +27,7 @@ if TASK == "organism" and RMAP:
         output:
             directory(f"{RMAP_CELL}/models/base/seed{{seed}}"),
         params:
-            cfg=lambda w: json.dumps(regime_map_base_config(float(w.share)), sort_keys=True),
+            cfg=regime_map_base_section,
         threads: rule_threads("base_model")
         resources:
             **rule_resources("base_model", mem_mb=2000),
@@ -75,7 +75,7 @@ if TASK == "organism" and RMAP:
         params:
             command=regime_map_train_command,
             cfg=section("grpo", exclude=GRPO_RUN_EXCLUDE),
-            run_dir=lambda w, output: os.path.dirname(output.metrics),
+            run_dir=output_run_dir,
         threads: rule_threads("train_grpo")
         resources:
             **rule_resources("train_grpo", mem_mb=3000),
@@ -99,9 +99,8 @@ if TASK == "organism" and RMAP:
         output:
             f"{RMAP_CELL}/curves/{{method}}/seed{{seed}}.jsonl",
         params:
-            cfg=json.dumps({**{k: v for k, v in config["eval"].items() if k != "curve"},
-                            "curve": {"every": RMAP["every"], "samples": RMAP["samples"]}}, sort_keys=True),
-            run_dir=lambda w, input: os.path.dirname(input.metrics),
+            cfg=regime_map_curve_section(),
+            run_dir=input_run_dir,
         threads: rule_threads("curve_eval")
         resources:
             **rule_resources("curve_eval", mem_mb=2000),
@@ -129,12 +128,11 @@ if TASK == "organism" and RMAP:
             pdf=f"{RESULTS}/figures/regime_map.pdf",
             json=f"{RESULTS}/figures/regime_map.json",
         params:
-            grid=json.dumps(RMAP_GRID, sort_keys=True),
-            # <root>/share<s>/diagnostics/seed<n>.json: the map's root is three levels up
-            root=lambda w, input: os.path.dirname(os.path.dirname(os.path.dirname(input.diagnoses[0]))),
+            grid=regime_map_grid_section(),
+            root=regime_map_root,  # <root>/share<s>/...: the cells' folder
             n_boot=N_BOOT,
-            table=lambda w, output: os.path.splitext(output.csv)[0],
-            figure=lambda w, output: os.path.splitext(output.png)[0],
+            table=table_prefix,
+            figure=figure_prefix,
         conda:
             "../envs/nudgerl.yaml"
         log:
@@ -160,7 +158,7 @@ if TASK == "organism" and RMAP:
         benchmark:
             f"{RESULTS}/benchmarks/regime_map/audit.tsv"
         params:
-            results=lambda w, output: os.path.dirname(os.path.dirname(output[0])),
+            results=results_root,
             stages=[POOL_DVC_STAGE],  # this configuration's pool stage (the NudgeRL runs read it)
         shell:
             "nudgerl audit --results {params.results} --dvc-stages {params.stages} --out {output} > {log} 2>&1"

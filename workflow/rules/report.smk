@@ -18,10 +18,10 @@ rule table1:
         methods=METHODS,
         benchmarks=BENCHMARKS,
         seeds=SEEDS,
-        n_boot=config.get("report", {}).get("bootstrap_samples", 2000),
+        n_boot=N_BOOT,
         reference=REFERENCE,
-        prefix=lambda w, output: os.path.splitext(output.csv)[0],
-        eval_root=lambda w, input: os.path.dirname(os.path.dirname(os.path.dirname(input[0]))),
+        prefix=table_prefix,
+        eval_root=eval_root,
     conda:
         "../envs/nudgerl.yaml"
     log:
@@ -98,8 +98,8 @@ rule replicate_table:
         benchmarks=BENCHMARKS,
         seeds=SEEDS,
         n_boot=N_BOOT,
-        prefix=lambda w, output: os.path.splitext(output.csv)[0],
-        eval_root=lambda w, input: os.path.dirname(os.path.dirname(os.path.dirname(input[0]))),
+        prefix=table_prefix,
+        eval_root=eval_root,
     conda:
         "../envs/nudgerl.yaml"
     log:
@@ -123,12 +123,12 @@ rule claims:
         html=report(f"{RESULTS}/tables/claims.html", caption="../report/claims.rst", category=REPORT_MAIN,
                     labels=report_labels("The paper's claims beside ours")),
     params:
-        roles=json.dumps(CLAIM_ROLES, sort_keys=True),
+        roles=claim_roles_section(),
         benchmarks=BENCHMARKS,
         n_boot=N_BOOT,
-        prefix=lambda w, output: os.path.splitext(output.csv)[0],
-        eval_root=lambda w, input: os.path.dirname(os.path.dirname(os.path.dirname(input.evals[0]))),
-        runs_root=lambda w, input: os.path.dirname(os.path.dirname(os.path.dirname(input.metrics[0]))),
+        prefix=table_prefix,
+        eval_root=eval_root,
+        runs_root=runs_root,
     conda:
         "../envs/nudgerl.yaml"
     log:
@@ -166,10 +166,10 @@ rule ablation_table:
         title=lambda w: ABLATION_TITLES[w.ablation],
         benchmarks=BENCHMARKS,
         seeds=ABLATION_SEEDS,
-        n_boot=config.get("report", {}).get("bootstrap_samples", 2000),
+        n_boot=N_BOOT,
         reference=REFERENCE,
-        prefix=lambda w, output: os.path.splitext(output.csv)[0],
-        eval_root=lambda w, input: os.path.dirname(os.path.dirname(os.path.dirname(input[0]))),
+        prefix=table_prefix,
+        eval_root=eval_root,
     conda:
         "../envs/nudgerl.yaml"
     log:

@@ -14,10 +14,10 @@ rule train_grpo:
     params:
         cfg=section("grpo", exclude=GRPO_RUN_EXCLUDE),
         model=base_model_arg,
-        hub_offline=HUB_OFFLINE,  # HF_HUB_OFFLINE=1 under task math (WorkflowPlan.HUB_OFFLINE)
+        hub_offline=HUB_OFFLINE,  # HF_HUB_OFFLINE=1 under task math (PlanPaths.HUB_OFFLINE)
         prompt=lambda w: prompt_arg("train"),
         launch=launcher,
-        run_dir=lambda w, output: os.path.dirname(output.metrics),
+        run_dir=output_run_dir,
     threads: rule_threads("train_grpo")
     retries: TRAIN_RETRIES
     resources:
@@ -49,11 +49,11 @@ rule train_nudgerl:
     params:
         cfg=section("grpo", exclude=GRPO_RUN_EXCLUDE),
         model=base_model_arg,
-        hub_offline=HUB_OFFLINE,  # HF_HUB_OFFLINE=1 under task math (WorkflowPlan.HUB_OFFLINE)
+        hub_offline=HUB_OFFLINE,  # HF_HUB_OFFLINE=1 under task math (PlanPaths.HUB_OFFLINE)
         prompt=lambda w: prompt_arg("nudgerl"),
         launch=launcher,
-        nudge=lambda w: json.dumps(NUDGE_RUNS[w.method]["nudge"], sort_keys=True),
-        run_dir=lambda w, output: os.path.dirname(output.metrics),
+        nudge=nudge_section,
+        run_dir=output_run_dir,
     threads: rule_threads("train_nudgerl")
     retries: TRAIN_RETRIES
     resources:
@@ -83,12 +83,11 @@ rule train_pope:
     params:
         cfg=section("grpo", exclude=GRPO_RUN_EXCLUDE),
         model=base_model_arg,
-        hub_offline=HUB_OFFLINE,  # HF_HUB_OFFLINE=1 under task math (WorkflowPlan.HUB_OFFLINE)
+        hub_offline=HUB_OFFLINE,  # HF_HUB_OFFLINE=1 under task math (PlanPaths.HUB_OFFLINE)
         prompt=lambda w: prompt_arg("pope"),
         launch=launcher,
-        pope=lambda w: json.dumps({k: v for k, v in config.get("pope", {}).items()
-                                   if k not in ("num_generations", "oracle_stage")}, sort_keys=True),
-        run_dir=lambda w, output: os.path.dirname(output.metrics),
+        pope=pope_section(),
+        run_dir=output_run_dir,
     threads: rule_threads("train_pope")
     retries: TRAIN_RETRIES
     resources:
@@ -115,12 +114,12 @@ rule train_grpo_eps:
         model=directory(f"{RESULTS}/runs/grpo{{n}}_eps{{eps}}/seed{{seed}}/model"),
         metrics=f"{RESULTS}/runs/grpo{{n}}_eps{{eps}}/seed{{seed}}/metrics.jsonl",
     params:
-        cfg=lambda w: section("grpo", exclude=GRPO_RUN_EXCLUDE, epsilon_high=float(w.eps)),
+        cfg=grpo_eps_section,
         model=base_model_arg,
-        hub_offline=HUB_OFFLINE,  # HF_HUB_OFFLINE=1 under task math (WorkflowPlan.HUB_OFFLINE)
+        hub_offline=HUB_OFFLINE,  # HF_HUB_OFFLINE=1 under task math (PlanPaths.HUB_OFFLINE)
         prompt=lambda w: prompt_arg("train"),
         launch=launcher,
-        run_dir=lambda w, output: os.path.dirname(output.metrics),
+        run_dir=output_run_dir,
     threads: rule_threads("train_grpo_eps")
     retries: TRAIN_RETRIES
     resources:

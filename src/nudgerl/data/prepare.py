@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from nudgerl.io import atomic_write_text, sha256_file, write_jsonl, write_provenance
+from nudgerl.sections import from_section
 
 
 @dataclass
@@ -41,10 +42,7 @@ class DatasetSpec:
 
     @classmethod
     def from_dict(cls, d: dict, where: str = "data") -> DatasetSpec:
-        unknown = set(d) - set(cls.__dataclass_fields__)
-        if unknown:
-            raise ValueError(f"{where}: unknown key(s) {sorted(unknown)}")
-        spec = cls(**d)
+        spec = from_section(cls, d, where)
         if sum(x is not None for x in (spec.hf, spec.path, spec.generate)) != 1:
             raise ValueError(f"{where}: give exactly one of 'hf' (a Hugging Face dataset id), 'path' (a local file) "
                              "or 'generate' (a generated set)")

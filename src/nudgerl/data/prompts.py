@@ -34,10 +34,11 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass, field
 
-from nudgerl.evaluation.grading import MODE_REGION, SOLUTION_REGION
-
 REASONING_START, REASONING_END = "<start_working_out>", "<end_working_out>"
 SOLUTION_START, SOLUTION_END = "<SOLUTION>", "</SOLUTION>"
+# Where the authors' system prompt asks for the solution: the grader's standard mode reads the
+# last such region (nudgerl.evaluation.answers).
+SOLUTION_REGION = r"<SOLUTION>(.*?)</SOLUTION>"
 
 AUTHORS_SYSTEM = (
     "You are given a problem.\n"
@@ -107,11 +108,12 @@ class PromptTemplate:
             raise ValueError(f"prompt template {self.name!r}: 'guided_system' needs a 'guided_user'")
 
     @classmethod
-    def from_dict(cls, d: dict) -> PromptTemplate:
-        unknown = set(d) - set(cls.__dataclass_fields__)
-        if unknown:
-            raise ValueError(f"prompt template {d.get('name')!r}: unknown field(s) {sorted(unknown)}")
-        return cls(**{**d, "stop": list(d.get("stop") or [])})
+    def from_dict(cls, d: dict, section: str | None = None) -> PromptTemplate:
+        """From a template's mapping (config ``prompts.templates.<name>`` plus its name)."""
+        from nudgerl.sections import from_section
+
+        return from_section(cls, {**d, "stop": list(d.get("stop") or [])},
+                            section or f"prompts.templates.{d.get('name')}")
 
     def to_dict(self) -> dict:
         # The guided_* fields came later: written only when set, so a template without them
@@ -153,12 +155,6 @@ class PromptTemplate:
 
 
 _LATER_FIELDS = ("guided_system", "guided_user")
-
-
-def grading_region(template: PromptTemplate | None):
-    """The ``region`` argument of :func:`nudgerl.evaluation.grading.grade` for completions of a template:
-    its answer region, or (none named, or no template) the grader mode's own."""
-    return template.answer_region if template is not None and template.answer_region else MODE_REGION
 
 
 def fill(template: str, **values: str) -> str:

@@ -11,6 +11,8 @@ import logging
 import re
 from functools import lru_cache
 
+from nudgerl.data.prompts import SOLUTION_REGION
+
 # Long completions are truncated to their tail before parsing: the final answer sits
 # at the end, and parse time grows with the input.
 MAX_COMPLETION_CHARS = 4000
@@ -18,8 +20,6 @@ _INTEGER = re.compile(r"[-+]?\d+")
 
 GRADER_MODES = ("standard", "authors")
 DEFAULT_MODE = "standard"
-# Where the authors' system prompt asks for the solution.
-SOLUTION_REGION = r"<SOLUTION>(.*?)</SOLUTION>"
 
 
 def answer_text(completion: str, region: str | None) -> tuple[str, bool]:

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from nudgerl.algorithms import mean_pass_at_k
-from nudgerl.evaluation.grading import DEFAULT_MODE, GradeStats, grade
+from nudgerl.evaluation.grading import DEFAULT_MODE, GradeStats, grade, grading_region
 from nudgerl.io import atomic_write_text, write_jsonl
 from nudgerl.evaluation.sampling import SamplingParams, chat_prompt, generate
 
@@ -31,8 +31,6 @@ def evaluate_benchmark(model, tokenizer, problems: list[dict], params: SamplingP
                        parse_strategy=None, hint: str | None = None, progress: bool = False, template=None,
                        grader_mode: str = DEFAULT_MODE):
     """Sample and grade; returns (sample rows, problem rows, summary)."""
-    from nudgerl.data.prompts import grading_region
-
     t0 = time.perf_counter()
     prompts = build_prompts(tokenizer, problems, template, hint)
     outputs = generate(model, tokenizer, prompts, params, progress=progress)

@@ -7,8 +7,8 @@ import json
 import sys
 from pathlib import Path
 
-from nudgerl.arguments import (add_command, add_job_arguments, add_model_arguments, json_arg, prompt_template,
-                                set_threads)
+from nudgerl.arguments import add_command, add_job_arguments, json_arg, set_threads
+from nudgerl.evaluation.model_arguments import add_model_arguments, prompt_template
 
 
 def cmd_diagnose(args) -> None:
@@ -60,19 +60,12 @@ def cmd_evaluate(args) -> None:
     from nudgerl.evaluation.benchmarks import clear_partials, evaluate_model
     from nudgerl.io import atomic_write_text, read_problems, write_provenance
     from nudgerl.organism.task import parse_strategy
-    from nudgerl.evaluation.sampling import SamplingParams, vllm_engine_kwargs
+    from nudgerl.evaluation.sampling import sampling_params, vllm_engine_kwargs
 
     p = args.params
     template = prompt_template(args)
-    params = SamplingParams(
-        n=p["samples_per_problem"],
-        temperature=p.get("temperature", 1.0),
-        top_p=p.get("top_p", 1.0),
-        max_new_tokens=p.get("max_new_tokens", 64),
-        batch_size=p.get("batch_size", 256),
-        seed=args.seed,
-        stop=tuple(template.stop) if template is not None else (),
-    )
+    params = sampling_params(p, p["samples_per_problem"], seed=args.seed,
+                             stop=template.stop if template is not None else ())
     benchmarks = {Path(b).stem: read_problems(b) for b in args.benchmarks}
     out = Path(args.out_dir)
     organism = template is None or template.style == "organism"
@@ -88,24 +81,17 @@ def cmd_evaluate(args) -> None:
     print(json.dumps({k: v["pass@1"] for k, v in summaries.items()}, indent=2))
 
 
-def _sampling_from(p: dict, n: int, seed: int):
-    from nudgerl.evaluation.sampling import SamplingParams
-
-    return SamplingParams(n=n, temperature=p.get("temperature", 1.0), top_p=p.get("top_p", 1.0),
-                          max_new_tokens=p.get("max_new_tokens", 64), batch_size=p.get("batch_size", 256), seed=seed)
-
-
 def cmd_curve_eval(args) -> None:
     set_threads(args.threads)
     from nudgerl.evaluation.curves import checkpoint_models, evaluate_checkpoints
-    from nudgerl.evaluation.sampling import vllm_engine_kwargs
+    from nudgerl.evaluation.sampling import sampling_params, vllm_engine_kwargs
     from nudgerl.io import read_problems, write_provenance
     from nudgerl.organism.task import parse_strategy
 
     curve = args.params.get("curve", {})
     every = curve.get("every", 10)
     benchmarks = {Path(b).stem: read_problems(b) for b in args.benchmarks}
-    sampling = _sampling_from(args.params, curve.get("samples", 4), args.seed)
+    sampling = sampling_params(args.params, curve.get("samples", 4), seed=args.seed)
     template = prompt_template(args)
     if template is not None:
         sampling.stop = tuple(template.stop)

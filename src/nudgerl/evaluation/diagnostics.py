@@ -37,17 +37,10 @@ def _condition(model, tokenizer, problems, params, hint):
 
 
 def diagnose_base(model_dir: str, problems: list[dict], p: dict) -> dict:
-    from nudgerl.evaluation.sampling import SamplingParams, load_policy
+    from nudgerl.evaluation.sampling import load_policy, sampling_params
 
     model, tokenizer = load_policy(model_dir)
-    params = SamplingParams(
-        n=p.get("samples_per_problem", 16),
-        temperature=p.get("temperature", 1.0),
-        top_p=p.get("top_p", 1.0),
-        max_new_tokens=p.get("max_new_tokens", 64),
-        batch_size=p.get("batch_size", 256),
-        seed=p.get("seed", 0),
-    )
+    params = sampling_params(p, p.get("samples_per_problem", 16))
     unhinted = _condition(model, tokenizer, problems, params, None)
     hinted = {
         name: _condition(model, tokenizer, problems, params, task.hint_line(name)) for name in task.STRATEGIES
@@ -132,7 +125,7 @@ def diagnose_rl_prompts(model_dir: str, problems: list[dict], p: dict) -> dict:
     ``max_new_tokens`` (grpo.max_completion_length), ``batch_size``, ``seed``.
     """
     from nudgerl.evaluation.grading import grade
-    from nudgerl.evaluation.sampling import SamplingParams, chat_prompt, generate, load_policy
+    from nudgerl.evaluation.sampling import chat_prompt, generate, load_policy, sampling_params
 
     hard = [q for q in problems if q.get("hard")]
     if not hard:
@@ -142,9 +135,7 @@ def diagnose_rl_prompts(model_dir: str, problems: list[dict], p: dict) -> dict:
     prefix = task.chosen_prefix(rare)
 
     def sample(prompts, offset):
-        params = SamplingParams(n=p["samples"], temperature=p["temperature"], top_p=p["top_p"],
-                                max_new_tokens=p["max_new_tokens"], batch_size=p["batch_size"],
-                                seed=p.get("seed", 0) + offset)
+        params = sampling_params(p, p["samples"], seed=p.get("seed", 0) + offset)
         return [[t for t, _ in outs] for outs in generate(model, tokenizer, prompts, params)]
 
     unhinted = sample([chat_prompt(tokenizer, task.prompt_text(q["problem"])) for q in hard], 0)

@@ -70,6 +70,18 @@ class _ModeRegion:
 MODE_REGION = _ModeRegion()
 
 
+def answer_region_or_mode(region: str | None):
+    """The ``region`` argument of :func:`grade` for a prompt template's answer region: that
+    region, or (none named) the grader mode's own."""
+    return region or MODE_REGION
+
+
+def grading_region(template):
+    """:func:`answer_region_or_mode` of a prompt template (``nudgerl.data.prompts.PromptTemplate``),
+    or of no template (the organism's built-in prompts): the mode's own."""
+    return answer_region_or_mode(template.answer_region if template is not None else None)
+
+
 @dataclass
 class GradeStats:
     """Counters a caller keeps across many grades (written to eval summaries as ``grader``).

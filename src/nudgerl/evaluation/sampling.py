@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from nudgerl.models import GENERATE_CACHE  # the KV cache generate uses (see there)
+
 
 @dataclass
 class SamplingParams:
@@ -26,12 +28,30 @@ class SamplingParams:
     stop: tuple[str, ...] = ()  # stop strings (vLLM backend; the authors stop at </SOLUTION> in training)
 
 
+# What a sampling config section (eval, ranking, the RL-prompt diagnosis, report figures, a
+# helper stage) falls back to for a key it does not set: config/config.yaml's values (its eval
+# and ranking sections; tests/test_config_sections.py keeps them equal).
+SECTION_SAMPLING_DEFAULTS = {"temperature": 1.0, "top_p": 1.0, "max_new_tokens": 56, "batch_size": 512, "seed": 0}
+
+
+def sampling_params(section, n: int, seed: int | None = None, stop=()) -> SamplingParams:
+    """The one way to build :class:`SamplingParams` from a config section: ``temperature``,
+    ``top_p``, ``max_new_tokens``, ``batch_size`` and (unless ``seed`` is given) ``seed`` from
+    the section, each falling back to :data:`SECTION_SAMPLING_DEFAULTS`. ``n`` is the caller's:
+    each section names its sample count differently (samples_per_problem, samples, curve.samples)."""
+    d = SECTION_SAMPLING_DEFAULTS
+    return SamplingParams(
+        n=n,
+        temperature=section.get("temperature", d["temperature"]),
+        top_p=section.get("top_p", d["top_p"]),
+        max_new_tokens=section.get("max_new_tokens", d["max_new_tokens"]),
+        batch_size=section.get("batch_size", d["batch_size"]),
+        seed=section.get("seed", d["seed"]) if seed is None else seed,
+        stop=tuple(stop),
+    )
+
+
 BACKENDS = ("transformers", "vllm")
-# The transformers backend's KV cache: pre-allocated for prompt + max_new_tokens instead of
-# grown by one concatenation per token (on the organism, ~20 % fewer CPU seconds per sampled
-# token, the same tokens: tests/test_sampling.py). No torch.compile: generate would otherwise
-# compile the forward on a GPU the first time it sees a static cache.
-GENERATE_CACHE = {"cache_implementation": "static", "disable_compile": True}
 # Config keys (eval, ranking) passed to the vLLM engine. enforce_eager skips torch.compile and
 # CUDA-graph capture: slower decoding, but an engine that starts in seconds (short runs, CPU).
 # dtype: vLLM's "auto" downcasts a float32 model (the organism) to 16 bits (bfloat16 on an x86

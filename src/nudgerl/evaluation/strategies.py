@@ -40,10 +40,9 @@ def distinct_strategies(labels: list[str]) -> int:
 
 
 def _sampling(p: dict, n: int, seed: int):
-    from nudgerl.evaluation.sampling import SamplingParams
+    from nudgerl.evaluation.sampling import sampling_params
 
-    return SamplingParams(n=n, temperature=p.get("temperature", 1.0), top_p=p.get("top_p", 1.0),
-                          max_new_tokens=p.get("max_new_tokens", 64), batch_size=p.get("batch_size", 256), seed=seed)
+    return sampling_params(p, n, seed=seed)
 
 
 def strategy_diversity(model_dir: str, problems: list[dict], pools: dict[str, list[str]], M: int, K: int,

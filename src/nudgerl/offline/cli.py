@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from nudgerl.arguments import (add_command, add_model_arguments, add_pool_sampling_arguments, json_arg, prompt_template,
-                               set_threads)
+from nudgerl.arguments import add_command, add_pool_sampling_arguments, set_threads
+from nudgerl.evaluation.model_arguments import add_model_arguments, prompt_template
 
 
 def _run_helper_llm_stage(args, config_cls, build) -> None:
@@ -15,12 +15,15 @@ def _run_helper_llm_stage(args, config_cls, build) -> None:
     import yaml
 
     from nudgerl.io import read_problems
+    from nudgerl.sections import UnknownKeysError
 
     params = yaml.safe_load(Path(args.params_file).read_text()) or {}
     if args.section not in params:
         raise KeyError(f"{args.params_file} has no section {args.section!r}")
     try:
-        cfg = config_cls.from_dict(params[args.section])
+        cfg = config_cls.from_dict(params[args.section], section=args.section)
+    except UnknownKeysError as e:  # names the section already
+        raise ValueError(f"{args.params_file}: {e}") from None
     except ValueError as e:
         raise ValueError(f"{args.params_file} section {args.section!r}: {e}") from None
     stats = build(read_problems(args.problems), cfg, args.out)

@@ -23,22 +23,62 @@ import threading
 import time
 from datetime import datetime, timezone
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, ClassVar
 
 from nudgerl.io import atomic_write_text, sha256_file
+from nudgerl.sections import from_section
 
 
 class HelperStageError(RuntimeError):
     pass
 
 
-def config_from_dict(cls, d: dict, what: str):
-    """A stage's config dataclass from a params.yaml section; unknown keys are errors."""
-    unknown = set(d) - set(cls.__dataclass_fields__)
-    if unknown:
-        raise ValueError(f"unknown {what} parameter(s) {sorted(unknown)}; known: {sorted(cls.__dataclass_fields__)}")
-    return cls(**d)
+@dataclass
+class HelperEndpointConfig:
+    """What the pool and oracle stages' helper model needs, whichever the stage: the backend,
+    the OpenAI-compatible endpoint (``openai``), the local model (``transformers``: ``model`` is
+    a folder, ``samples`` answers per problem and try) and the sampling. A subclass (a stage's
+    params.yaml section, :class:`~nudgerl.offline.pools.PoolConfig`,
+    :class:`~nudgerl.offline.oracles.OracleConfig`) adds its own keys and re-declares the
+    defaults that differ (``prompt``, ``temperature``, ``max_tokens``, ``timeout``, ``samples``).
+    The config keys are the fields' names: a section is flat."""
+
+    SECTION: ClassVar[str] = "helper"  # the section named in errors when the caller names none
+    PROMPT_KIND: ClassVar[str] = ""  # nudgerl.data.prompts.HELPER_PROMPTS kind: "hints" | "oracle"
+    # The order of the config in the stage's stats sidecar (DVC hashes its bytes): each stage's own.
+    STATS_KEYS: ClassVar[tuple[str, ...]] = ()
+
+    backend: str = "organism"  # "openai" | "organism" | "transformers"
+    base_url: str | None = None
+    model: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    prompt: str = ""  # openai and transformers backends (nudgerl.data.prompts.HELPER_PROMPTS)
+    temperature: float = 1.0
+    max_tokens: int = 256
+    concurrency: int = 4
+    max_retries: int = 4  # HTTP retries (429/5xx/timeouts), exponential backoff, Retry-After honoured
+    timeout: float = 60.0
+    top_p: float = 1.0
+    samples: int = 1
+    seed: int = 0
+    threads: int = 1
+    extra: dict = field(default_factory=dict)  # passed through to the chat request (openai)
+
+    def __post_init__(self):
+        from nudgerl.data.prompts import helper_prompt
+
+        helper_prompt(self.prompt, self.PROMPT_KIND)
+
+    def stats_config(self) -> dict:
+        """The config as the stats sidecar records it (every key but ``extra``, in STATS_KEYS order)."""
+        return {k: getattr(self, k) for k in self.STATS_KEYS}
+
+    @classmethod
+    def from_dict(cls, d: dict, section: str | None = None):
+        """From a params.yaml section (named in errors); unknown keys are errors."""
+        return from_section(cls, d, section or cls.SECTION)
 
 
 # API keys in use in this process: scrubbed from every error text, in case an endpoint

@@ -19,16 +19,19 @@ class LocalHelperBackend:
     sampling parameters (a new seed per attempt) and the up-front batch. Subclasses define
     ``_prompt(record)``; ``cfg`` has model, threads, samples, temperature, top_p, max_tokens, seed."""
 
+    BATCH_SIZE = 256  # sequences per generate call (not a params.yaml key)
+
     def __init__(self, cfg):
         self.cfg = cfg
         self.llm = LocalChatModel(cfg.model, threads=cfg.threads)
 
     def _params(self, attempt: int):
-        from nudgerl.evaluation.sampling import SamplingParams
+        from nudgerl.evaluation.sampling import sampling_params
 
-        c = self.cfg
-        return SamplingParams(n=c.samples, temperature=c.temperature, top_p=c.top_p, max_new_tokens=c.max_tokens,
-                              batch_size=256, seed=c.seed + attempt)
+        c = self.cfg  # a helper stage's section: its max_tokens is the sampler's max_new_tokens
+        section = {"temperature": c.temperature, "top_p": c.top_p, "max_new_tokens": c.max_tokens,
+                   "batch_size": self.BATCH_SIZE}
+        return sampling_params(section, c.samples, seed=c.seed + attempt)
 
     def prefetch(self, records: list[dict]) -> None:
         self.llm.prefetch({r["id"]: self._prompt(r) for r in records}, self._params(0))

@@ -14,11 +14,13 @@ Backend ``transformers``: a local model folder (``model``) writes the solutions,
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from nudgerl.evaluation.grading import grade
-from nudgerl.offline.helper_llm import CountingOpenAI, HelperStageError, config_from_dict, error_text, run_per_problem
+from nudgerl.offline.helper_llm import (CountingOpenAI, HelperEndpointConfig, HelperStageError, error_text,
+                                        run_per_problem)
 from nudgerl.offline.local_llm import LocalHelperBackend
 from nudgerl.data.prompts import helper_prompt
 
@@ -28,35 +30,28 @@ class OracleError(ValueError):
 
 
 @dataclass
-class OracleConfig:
-    backend: str = "organism"  # "openai" | "organism" | "transformers"
-    base_url: str | None = None
-    model: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"
-    prompt: str = "standard_oracle"  # openai and transformers backends (nudgerl.data.prompts.HELPER_PROMPTS)
+class OracleConfig(HelperEndpointConfig):
+    """An oracle stage's params.yaml section: the helper's keys
+    (:class:`~nudgerl.offline.helper_llm.HelperEndpointConfig`) and the oracle's own."""
+
+    SECTION: ClassVar[str] = "oracles"
+    PROMPT_KIND: ClassVar[str] = "oracle"
+    STATS_KEYS: ClassVar[tuple[str, ...]] = (
+        "backend", "base_url", "model", "api_key_env", "prompt", "temperature", "max_tokens", "concurrency",
+        "max_retries", "timeout", "filter_correct", "filter_attempts", "top_p", "samples", "seed", "threads")
+
+    # the helper's defaults that differ for oracle solutions
+    prompt: str = "standard_oracle"
     temperature: float = 0.4
     max_tokens: int = 16384
-    concurrency: int = 4
-    max_retries: int = 4
     timeout: float = 600.0
+    samples: int = 1  # transformers backend: solutions per problem and try
+    # the oracle's own
     filter_correct: bool = False
     filter_attempts: int = 5
-    # transformers backend: `model` is a local folder; `samples` solutions per problem and try
-    top_p: float = 1.0
-    samples: int = 1
-    seed: int = 0
-    threads: int = 1
-    extra: dict = field(default_factory=dict)
-
-    def __post_init__(self):
-        helper_prompt(self.prompt, "oracle")
 
     def messages(self, record: dict) -> list[dict]:
         return helper_prompt(self.prompt, "oracle").messages(record["problem"])
-
-    @classmethod
-    def from_dict(cls, d: dict) -> OracleConfig:
-        return config_from_dict(cls, d, "oracle")
 
 
 class OrganismOracleBackend:
@@ -139,7 +134,7 @@ def build_oracles(records: list[dict], cfg: OracleConfig, out_path: str | Path) 
         backend = TransformersOracleBackend(cfg)
     else:
         raise ValueError(f"unknown oracle backend {cfg.backend!r}; use 'openai', 'organism' or 'transformers'")
-    config = {k: v for k, v in asdict(cfg).items() if k != "extra"}
+    config = cfg.stats_config()
     concurrency = 1 if cfg.backend == "transformers" else cfg.concurrency
     return run_per_problem(records, backend.propose, out_path, concurrency, "oracle solution", config,
                            counter=getattr(backend, "api", None), prefetch=getattr(backend, "prefetch", None))

@@ -24,10 +24,12 @@ from __future__ import annotations
 import random
 import re
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
-from nudgerl.offline.helper_llm import CountingOpenAI, HelperStageError, config_from_dict, error_text, run_per_problem
+from nudgerl.offline.helper_llm import (CountingOpenAI, HelperEndpointConfig, HelperStageError, error_text,
+                                        run_per_problem)
 from nudgerl.offline.local_llm import LocalHelperBackend
 from nudgerl.data.prompts import helper_prompt
 
@@ -43,39 +45,30 @@ PoolBuildError = HelperStageError
 
 
 @dataclass
-class PoolConfig:
-    backend: str = "organism"  # "openai" | "organism" | "transformers"
-    n: int = 3  # hints per problem
-    seed: int = 0
-    prompt: str = "standard_hints"  # openai and transformers backends (nudgerl.data.prompts.HELPER_PROMPTS)
-    # openai backend
-    base_url: str | None = None
-    model: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"
+class PoolConfig(HelperEndpointConfig):
+    """A strategy-pool stage's params.yaml section: the helper's keys
+    (:class:`~nudgerl.offline.helper_llm.HelperEndpointConfig`) and the pool's own."""
+
+    SECTION: ClassVar[str] = "pools"
+    PROMPT_KIND: ClassVar[str] = "hints"
+    STATS_KEYS: ClassVar[tuple[str, ...]] = (
+        "backend", "n", "seed", "prompt", "base_url", "model", "api_key_env", "temperature", "max_tokens",
+        "concurrency", "max_retries", "parse_retries", "timeout", "p_correct", "top_p", "samples", "max_hint_words",
+        "threads")
+
+    # the helper's defaults that differ for pools
+    prompt: str = "standard_hints"
     temperature: float = 0.7
-    max_tokens: int = 256
-    concurrency: int = 4
-    max_retries: int = 4  # HTTP retries (429/5xx/timeouts), exponential backoff, Retry-After honoured
+    samples: int = 4  # transformers backend: answers per problem and try, their numbered items pooled
+    # the pool's own
+    n: int = 3  # hints per problem
     parse_retries: int = 2  # new samples after a malformed answer
-    timeout: float = 60.0
     # organism backend: probability that the always-right strategy is in a problem's pool
     p_correct: float = 0.6
-    # transformers backend: `model` is a local folder; `samples` answers per problem and try
-    top_p: float = 1.0
-    samples: int = 4
-    max_hint_words: int = 12
-    threads: int = 1
-    extra: dict = field(default_factory=dict)
-
-    def __post_init__(self):
-        helper_prompt(self.prompt, "hints")
+    max_hint_words: int = 12  # transformers backend
 
     def messages(self, record: dict) -> list[dict]:
         return helper_prompt(self.prompt, "hints").messages(record["problem"], self.n)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> PoolConfig:
-        return config_from_dict(cls, d, "pool")
 
 
 def clean_hint(text: str) -> str:
@@ -231,7 +224,7 @@ def build_pools(records: list[dict], cfg: PoolConfig, out_path: str | Path, back
         hints, usage = backend.propose(record)
         return {"hints": hints}, usage
 
-    config = {k: v for k, v in asdict(cfg).items() if k != "extra"}
+    config = cfg.stats_config()
     # one local model in one process: its problems go one at a time (batched up front)
     concurrency = 1 if cfg.backend == "transformers" else cfg.concurrency
     return run_per_problem(records, propose, out_path, concurrency, "pool", config,

@@ -8,9 +8,9 @@ draws per prompt; each problem keeps its ``keep`` best hints, best first (so the
 from __future__ import annotations
 
 from nudgerl.algorithms import pass_at_k
-from nudgerl.evaluation.grading import DEFAULT_MODE, grade
-from nudgerl.data.prompts import HINT_STYLES, grading_region
-from nudgerl.evaluation.sampling import SamplingParams, chat_prompt, generate, load_policy, vllm_engine_kwargs
+from nudgerl.data.prompts import HINT_STYLES
+from nudgerl.evaluation.grading import DEFAULT_MODE, grade, grading_region
+from nudgerl.evaluation.sampling import chat_prompt, generate, load_policy, sampling_params, vllm_engine_kwargs
 
 
 def rank_pools(model_dir: str, train: list[dict], pools: list[dict], p: dict, hint_style: str = "organism",
@@ -20,9 +20,7 @@ def rank_pools(model_dir: str, train: list[dict], pools: list[dict], p: dict, hi
                                    **vllm_engine_kwargs(p))
     apply_hint = template.apply_hint if template is not None else HINT_STYLES[hint_style]
     answers = {r["id"]: r["answer"] for r in train}
-    params = SamplingParams(n=p.get("samples", 16), temperature=p.get("temperature", 1.0),
-                            top_p=p.get("top_p", 1.0), max_new_tokens=p.get("max_new_tokens", 64),
-                            batch_size=p.get("batch_size", 512), seed=p.get("seed", 0))
+    params = sampling_params(p, p.get("samples", 16))
     k, keep = p.get("k", 8), p.get("keep", 2)
     prompts, index = [], []  # index[i] = (problem id, hint or None)
     for row in pools:

@@ -42,7 +42,8 @@ def _build_in_place(out_dir: str, build) -> None:
 def cmd_train_base(args) -> None:
     set_threads(args.threads)
     from nudgerl.io import atomic_write_text, write_provenance
-    from nudgerl.organism.base_model import BaseModelConfig, train_base_model
+    from nudgerl.organism.base_config import BaseModelConfig
+    from nudgerl.organism.base_model import train_base_model
 
     cfg = BaseModelConfig(**{**args.params, "seed": args.seed})
 
@@ -58,7 +59,8 @@ def cmd_train_base(args) -> None:
 def cmd_drill_base(args) -> None:
     set_threads(args.threads)
     from nudgerl.io import write_provenance
-    from nudgerl.organism.base_model import BaseModelConfig, drill_base_model
+    from nudgerl.organism.base_config import BaseModelConfig
+    from nudgerl.organism.base_model import drill_base_model
 
     cfg = BaseModelConfig(**{**args.params, "seed": args.seed})
 

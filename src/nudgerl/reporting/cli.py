@@ -1,5 +1,7 @@
 """Subcommands of the report box (workflow/rules/report.smk, base.smk's pages, the audit):
-Table 1 and the ablations, per-replicate tables, the paper's claims, compute, the audit."""
+Table 1 and the ablations, per-replicate tables, the paper's claims, compute, the audit.
+Every figure's subcommand (report.smk's training_reward too) is in
+:mod:`nudgerl.reporting.figure_cli`."""
 
 from __future__ import annotations
 
@@ -104,14 +106,6 @@ def cmd_diagnostics_md(args) -> None:
         write_provenance(args.html, {}, {}, [args.input])
 
 
-def cmd_plot_curves(args) -> None:
-    from nudgerl.io import write_provenance
-    from nudgerl.reporting.plots import training_curves
-
-    path = training_curves(args.runs, args.out)
-    write_provenance(path, {"runs": args.runs}, {}, [f"{r}/metrics.jsonl" for r in args.runs])
-
-
 def cmd_compute_table(args) -> None:
     from nudgerl.reporting.compute import write_compute_csv
     from nudgerl.io import write_provenance
@@ -193,10 +187,6 @@ def register(subparsers) -> None:
     p.add_argument("--input", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--html", help="also as an HTML page here (for snakemake --report)")
-
-    p = add_command(subparsers, "plot-curves", cmd_plot_curves, "training-curve figure from metrics.jsonl files")
-    p.add_argument("--runs", nargs="+", required=True)
-    p.add_argument("--out", required=True)
 
     p = add_command(subparsers, "compute-table", cmd_compute_table,
                     "compute accounting of every job (results/<run_name>/tables/compute.csv)")

@@ -34,7 +34,7 @@ def job_resources(tsv: Path, bench_root: Path) -> dict:
     """A job's wall seconds, CPU seconds and peak memory (MB) from its benchmark TSV; for a job
     run in the local job server's forked child, whom Snakemake's records do not see, the CPU
     seconds and peak memory its log ends with are added (nudgerl.job_server.logged_usage)."""
-    from nudgerl.job_server import logged_usage
+    from nudgerl.job_client import logged_usage
 
     b = read_benchmark_tsv(tsv)
     out = {"wall_s": _float(b.get("s")), "cpu_s": _float(b.get("cpu_time")), "max_rss_mb": _float(b.get("max_rss"))}

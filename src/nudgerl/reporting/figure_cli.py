@@ -1,5 +1,8 @@
-"""Subcommands of the figure boxes (workflow/rules/figures.smk, regime_map.smk): the paper's
-figures and the regime map, each as <prefix>.png, .pdf and .json (the plotted series)."""
+"""Subcommands of the figure boxes (workflow/rules/figures.smk, regime_map.smk, and report.smk's
+training_reward): the paper's figures and the regime map, each as <prefix>.png, .pdf and .json
+(the plotted series), and the training-reward PNG. Each reads its records
+(:mod:`nudgerl.reporting.figure_data`), draws (:mod:`nudgerl.reporting.figures`) and writes the
+files with their provenance."""
 
 from __future__ import annotations
 
@@ -18,10 +21,20 @@ def _save_figure(fig, data, out_prefix, config, inputs) -> None:
 
 
 def cmd_plot_training_curves(args) -> None:
-    from nudgerl.reporting.figures import load_curves, training_curves
+    from nudgerl.reporting.figure_data import load_curves
+    from nudgerl.reporting.figures import pass1_curves
 
-    fig, data = training_curves(load_curves(args.curves), args.benchmarks, n_boot=args.bootstrap_samples)
+    fig, data = pass1_curves(load_curves(args.curves), args.benchmarks, n_boot=args.bootstrap_samples)
     _save_figure(fig, data, args.out_prefix, {"benchmarks": args.benchmarks}, args.curves)
+
+
+def cmd_plot_curves(args) -> None:
+    from nudgerl.io import write_provenance
+    from nudgerl.reporting.figure_data import load_run_metrics
+    from nudgerl.reporting.figures import save_png, training_reward_curves
+
+    path = save_png(training_reward_curves(load_run_metrics(args.runs)), args.out)
+    write_provenance(path, {"runs": args.runs}, {}, [f"{r}/metrics.jsonl" for r in args.runs])
 
 
 def cmd_plot_eps_high(args) -> None:
@@ -89,7 +102,8 @@ def cmd_case_study(args) -> None:
 
 
 def cmd_plot_compute_matched(args) -> None:
-    from nudgerl.reporting.figures import compute_matched, load_curves
+    from nudgerl.reporting.figure_data import load_curves
+    from nudgerl.reporting.figures import compute_matched
 
     curves = load_curves(args.curves) if args.curves else None
     seeds = args.run_seeds or {m: args.seeds for m in args.methods}
@@ -103,6 +117,7 @@ def cmd_plot_compute_matched(args) -> None:
 
 
 def cmd_regime_map(args) -> None:
+    from nudgerl.reporting import figures
     from nudgerl.reporting import regime_map as rm
     from nudgerl.io import atomic_write_text, write_provenance
 
@@ -116,7 +131,7 @@ def cmd_regime_map(args) -> None:
     inputs = [Path(args.root) / f"share{rm.share_tag(sh)}" / sub for sh in g["shares"] for s in g["seeds"]
               for sub in [f"diagnostics/seed{s}.json", *(f"curves/{m}/seed{s}.jsonl" for m in g["methods"])]]
     write_provenance(csv, g, {"runs": g["seeds"]}, inputs, outputs=[md])
-    fig, data = rm.figure(runs, cells, g["reached"], g["samples"])
+    fig, data = figures.regime_map(runs, cells, g["reached"], g["samples"])
     data["cells"] = cells.to_dict(orient="records")
     _save_figure(fig, data, args.figure_prefix, g, inputs)
     print(md.read_text())
@@ -137,6 +152,10 @@ def register(subparsers) -> None:
                 "pass@1 against training step (paper Fig. 3)")
     p.add_argument("--curves", nargs="+", required=True)
     p.add_argument("--benchmarks", nargs="+", required=True)
+
+    p = add_command(subparsers, "plot-curves", cmd_plot_curves, "training-reward figure from metrics.jsonl files")
+    p.add_argument("--runs", nargs="+", required=True)
+    p.add_argument("--out", required=True)
 
     p = _figure(subparsers, "plot-eps-high", cmd_plot_eps_high, "GRPO pass@1 against eps_high (paper Fig. 5)")
     p.add_argument("--eval-root", required=True)

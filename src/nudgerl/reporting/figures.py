@@ -1,67 +1,31 @@
-"""The paper's figures from the pipeline's records (matplotlib, Agg).
+"""How each figure is drawn (matplotlib, Agg): plotted series in, a figure out. One function
+per figure (in brackets: its file under ``results/<run>/figures/``; the subcommand that writes
+it, in :mod:`nudgerl.reporting.figure_cli`):
 
-Every figure function returns ``(fig, data)`` where ``data`` is the plotted series as
-plain JSON (labels, x, y, 95% intervals): :func:`save_figure` writes it beside the PNG and
-PDF, and tests check the series rather than pixels. Methods keep one colour, marker and
-label everywhere (:func:`method_style`). Intervals are percentile bootstraps over problems
-(and seeds when several), as in the tables.
+- :func:`pass1_curves`: held-out pass@1 against training step, paper Fig. 3 (``training_curves``;
+  ``plot-training-curves``);
+- :func:`training_reward_curves`: train reward against step and rollout tokens
+  (``training_reward.png``; ``plot-curves``);
+- :func:`eps_high_scaling` (Fig. 5), :func:`strategy_diversity` (Fig. 1c), :func:`case_study`
+  (Fig. 4), :func:`compute_matched`, :func:`regime_map`: each under its own name.
+
+All but :func:`training_reward_curves` return ``(fig, data)``, ``data`` the plotted series as
+plain JSON (labels, x, y, 95% intervals) that :func:`save_figure` writes beside the PNG and PDF;
+tests check the series rather than pixels. Colours, markers, labels and sizes:
+:mod:`nudgerl.reporting.figure_style`; records read into series: :mod:`nudgerl.reporting.figure_data`.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import numpy as np
 
-from nudgerl.algorithms import bootstrap_mean_of_means
-from nudgerl.io import atomic_write_text, read_jsonl
-from nudgerl.reporting.tables import method_label, per_problem_matrix
-
-# Paper-size figures: one column is ~3.3 in, two columns ~7 in; fonts legible at that size.
-ONE_COLUMN = (3.4, 2.6)
-TWO_COLUMN = (7.0, 2.8)
-RC = {"font.size": 8, "axes.titlesize": 8, "axes.labelsize": 8, "legend.fontsize": 7,
-      "xtick.labelsize": 7, "ytick.labelsize": 7, "lines.linewidth": 1.4, "lines.markersize": 4}
-
-METHOD_COLORS = {
-    "base": "#7f7f7f",
-    "grpo8": "#9ecae1",
-    "grpo16": "#4292c6",
-    "grpo32": "#08519c",
-    "grpo64": "#08306b",
-    "pope": "#2ca02c",
-    "nudgerl": "#d62728",
-}
-_FAMILY_MARKERS = {"base": "s", "grpo": "o", "pope": "^", "nudgerl": "D"}
-
-
-def method_style(method: str) -> dict:
-    """Colour, marker and label of a method id, the same in every figure.
-
-    GRPO runs get a blue that darkens with N (unknown N: mid blue); eps_high sweep runs and
-    NudgeRL ablation variants keep their family's colour with a hollow marker."""
-    family = re.match(r"[a-z]+", method).group(0) if re.match(r"[a-z]+", method) else method
-    variant = "_" in method
-    if family == "grpo":
-        n = re.match(r"grpo(\d+)", method)
-        color = METHOD_COLORS.get(f"grpo{n.group(1)}" if n else "", "#2171b5")
-    else:
-        color = METHOD_COLORS.get(family, "#9467bd")
-    return {"color": color, "marker": _FAMILY_MARKERS.get(family, "x"), "label": method_label(method),
-            "hollow": variant}
-
-
-def _setup():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    plt.rcParams.update(RC)
-    return plt
-
+from nudgerl.io import atomic_write_text
+from nudgerl.reporting.figure_data import avg_pass1, curve_points, moving_average, run_rollout_tokens
+from nudgerl.reporting.figure_style import (METHOD_COLORS, ONE_COLUMN, TWO_COLUMN, method_style, pyplot,
+                                            styled_pyplot)
 
 def save_figure(fig, data: dict, out_prefix: str | Path) -> list[Path]:
     """``<prefix>.png`` (300 dpi), ``<prefix>.pdf`` and ``<prefix>.json`` (the plotted series)."""
@@ -82,50 +46,26 @@ def save_figure(fig, data: dict, out_prefix: str | Path) -> list[Path]:
     return [*paths, js]
 
 
-def _pass1_with_ci(mats: list[np.ndarray], n_boot: int) -> tuple[float, float, float]:
-    return bootstrap_mean_of_means(mats, n_boot=n_boot)
+
+def save_png(fig, out: str | Path, dpi: int = 150) -> Path:
+    """The figure as one PNG at ``out`` (written beside it, then moved into place)."""
+    plt = pyplot()
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.stem + ".tmp" + out.suffix)
+    fig.savefig(tmp, dpi=dpi)
+    plt.close(fig)
+    tmp.replace(out)
+    return out
 
 
 # ---------------------------------------------------------------- training curves (Fig. 3)
 
 
-def load_curves(curve_files: list[str | Path]) -> dict[str, list[dict]]:
-    """Rows of results/curves/<method>/seed<k>/curve.jsonl, grouped by method (seed added)."""
-    out: dict[str, list[dict]] = {}
-    for f in map(Path, curve_files):
-        method, seed = f.parent.parent.name, int(f.parent.name.removeprefix("seed"))
-        for r in read_jsonl(f):
-            out.setdefault(method, []).append({**r, "seed": seed})
-    return out
-
-
-def curve_points(rows: list[dict], benchmarks: list[str], n_boot: int) -> list[dict]:
-    """Per step: mean over benchmarks of pass@1 (problems x seeds), interval, rollout tokens."""
-    points = []
-    for step in sorted({r["step"] for r in rows}):
-        at = [r for r in rows if r["step"] == step]
-        seeds = sorted({r["seed"] for r in at})
-        mats = []
-        for b in benchmarks:
-            cols = []
-            for s in seeds:
-                match = [r for r in at if r["benchmark"] == b and r["seed"] == s]
-                if not match:
-                    raise ValueError(f"curve has no {b} records at step {step} for seed {s}")
-                probs = sorted(match[0]["problems"], key=lambda p: p["id"])
-                cols.append([p["c"] / p["n"] for p in probs])
-            mats.append(np.array(cols).T)
-        mean, lo, hi = _pass1_with_ci(mats, n_boot)
-        tokens = [r["cumulative_rollout_tokens"] for r in at if r.get("cumulative_rollout_tokens") is not None]
-        points.append({"step": step, "pass@1": mean, "ci_low": lo, "ci_high": hi,
-                       "cumulative_rollout_tokens": float(np.mean(tokens)) if tokens else None,
-                       "seeds": len(seeds), "samples_per_problem": at[0].get("samples_per_problem")})
-    return points
-
-
-def training_curves(curves: dict[str, list[dict]], benchmarks: list[str], n_boot: int = 1000):
-    """pass@1 on ``benchmarks`` (their average) against training step, one line per method."""
-    plt = _setup()
+def pass1_curves(curves: dict[str, list[dict]], benchmarks: list[str], n_boot: int = 1000):
+    """pass@1 on the held-out ``benchmarks`` (their average) at each evaluated checkpoint
+    against training step, one line per method (the training_curves figure, paper Fig. 3)."""
+    plt = styled_pyplot()
     fig, ax = plt.subplots(figsize=ONE_COLUMN, constrained_layout=True)
     data = {"figure": "training_curves", "x": "training step", "y": "pass@1", "benchmarks": benchmarks,
             "series": []}
@@ -149,19 +89,41 @@ def training_curves(curves: dict[str, list[dict]], benchmarks: list[str], n_boot
     return fig, data
 
 
+
+# ---------------------------------------------------------------- training reward
+
+
+def training_reward_curves(runs: list[tuple[str, str, list[dict]]], window: int = 5):
+    """Training reward (``window``-step moving average) of each run against optimizer step
+    (left) and against cumulative rollout tokens (right), one line per ``(method, seed, rows)``
+    of :func:`nudgerl.reporting.figure_data.load_run_metrics` (the training_reward figure).
+    matplotlib's default fonts, not the paper's; saved with :func:`save_png`."""
+    plt = pyplot()
+    fig, (ax_r, ax_t) = plt.subplots(1, 2, figsize=TWO_COLUMN, constrained_layout=True)
+    for method, seed, rows in runs:
+        steps = [r["step"] for r in rows]
+        st = method_style(method)
+        color, label = st["color"], f"{st['label']} {seed}"
+        ax_r.plot(steps, moving_average([r["reward_mean"] for r in rows], window), color=color, label=label)
+        ax_t.plot([r["cumulative_rollout_tokens"] / 1e3 for r in rows],
+                  moving_average([r["reward_mean"] for r in rows], window), color=color, label=label)
+    ax_r.set_xlabel("training step")
+    ax_r.set_ylabel(f"train reward ({window}-step avg)")
+    ax_t.set_xlabel("cumulative rollout tokens (thousands)")
+    ax_r.legend(fontsize=7, frameon=False)
+    for ax in (ax_r, ax_t):
+        ax.grid(alpha=0.3)
+    return fig
+
+
 # ---------------------------------------------------------------- eps_high scaling (Fig. 5)
-
-
-def avg_pass1(eval_root: Path, method: str, benchmarks: list[str], seeds: list[int], n_boot: int):
-    mats = [per_problem_matrix(eval_root, method, b, seeds)[0] for b in benchmarks]
-    return _pass1_with_ci(mats, n_boot)
 
 
 def eps_high_scaling(eval_root: Path, sweep: list[tuple[float, str]], reference: str, reference_eps: float,
                      benchmarks: list[str], seeds: list[int], n_boot: int = 1000):
     """GRPO's average pass@1 against eps_high, with the reference method (NudgeRL at the
     main eps_high) as a horizontal line and band."""
-    plt = _setup()
+    plt = styled_pyplot()
     fig, ax = plt.subplots(figsize=ONE_COLUMN, constrained_layout=True)
     pts = sorted((eps, m, *avg_pass1(eval_root, m, benchmarks, seeds, n_boot)) for eps, m in sweep)
     st = method_style(sweep[0][1].split("_")[0])
@@ -195,7 +157,7 @@ def strategy_diversity(report: dict, n_boot: int = 1000):
     nudged samples; legend carries each condition's mean with a bootstrap interval."""
     from nudgerl.algorithms import bootstrap_ci
 
-    plt = _setup()
+    plt = styled_pyplot()
     fig, ax = plt.subplots(figsize=ONE_COLUMN, constrained_layout=True)
     rows = report["problems"]
     if not rows:
@@ -227,7 +189,7 @@ def strategy_diversity(report: dict, n_boot: int = 1000):
 def case_study(report: dict):
     """One problem: how many of the samples of each trained policy use each strategy, and
     how many of those are correct (dark part of the bar)."""
-    plt = _setup()
+    plt = styled_pyplot()
     fig, ax = plt.subplots(figsize=ONE_COLUMN, constrained_layout=True)
     methods = list(report["methods"])
     strategies = sorted({s for m in methods for s in report["methods"][m]["strategy_counts"]})
@@ -258,17 +220,6 @@ def case_study(report: dict):
 # ---------------------------------------------------------------- compute-matched
 
 
-def run_rollout_tokens(runs_root: Path, method: str, seeds: list[int]) -> float:
-    """Mean over seeds of a run's total rollout tokens (0 for the untrained base model)."""
-    if method == "base":
-        return 0.0
-    totals = []
-    for s in seeds:
-        rows = read_jsonl(Path(runs_root) / method / f"seed{s}" / "metrics.jsonl")
-        totals.append(rows[-1]["cumulative_rollout_tokens"] if rows else 0.0)
-    return float(np.mean(totals))
-
-
 def compute_matched(eval_root: Path, runs_root: Path, methods: list[str], benchmarks: list[str],
                     seeds: list[int] | dict[str, list[int]], curves: dict[str, list[dict]] | None = None,
                     curve_benchmarks: list[str] | None = None, n_boot: int = 1000):
@@ -276,7 +227,7 @@ def compute_matched(eval_root: Path, runs_root: Path, methods: list[str], benchm
     generated. Right: the checkpoint curves against cumulative rollout tokens. ``seeds`` is
     one list for every method, or each method's replicates (ablations run on fewer)."""
     run_seeds = seeds if isinstance(seeds, dict) else {m: seeds for m in methods}
-    plt = _setup()
+    plt = styled_pyplot()
     panels = 2 if curves else 1
     width, height = TWO_COLUMN if panels == 2 else ONE_COLUMN
     rows_of_legend = -(-len(methods) // 5)
@@ -316,4 +267,51 @@ def compute_matched(eval_root: Path, runs_root: Path, methods: list[str], benchm
         ax2.set_ylabel(f"pass@1 ({'+'.join(b.upper() for b in curve_benchmarks)})")
         ax2.grid(alpha=0.3)
         ax2.legend(frameon=False)
+    return fig, data
+
+
+# ---------------------------------------------------------------- regime map
+
+
+def regime_map(runs, cells, reached: float, samples: int):
+    """Left: final hard pass@1 against the measured share (every base model a point, cell
+    means with intervals). Right: rollout tokens to first reach ``reached``. ``runs`` and
+    ``cells``: :func:`nudgerl.reporting.regime_map.run_table` and ``cell_table``."""
+    plt = styled_pyplot()
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=TWO_COLUMN, constrained_layout=True)
+    data = {"figure": "regime_map", "x": "measured unhinted share of the always-right strategy",
+            "y": ["final hint-free pass@1 on hard problems", f"rollout tokens to reach pass@1 {reached:g}"],
+            "samples_per_problem": samples, "replicates": int(runs.seed.nunique()), "series": []}
+    for m in runs.method.unique():
+        st = method_style(m)
+        sub = runs[runs.method == m]
+        per_share = sub.groupby("share_set").share_measured.mean()
+        cm = cells[(cells.method == m) & (cells.kind == "pass@1")].set_index("share_set").loc[per_share.index]
+        ax.scatter(sub.share_measured, sub["final_hard_pass@1"], color=st["color"], marker=st["marker"], s=10,
+                   alpha=0.45, linewidths=0)
+        ax.errorbar(per_share.values, cm["mean"].values, yerr=[cm["mean"] - cm.ci_low, cm.ci_high - cm["mean"]],
+                    color=st["color"], marker=st["marker"], capsize=2, label=st["label"])
+        hit = sub[sub.reached]
+        ax2.scatter(hit.share_measured, hit.tokens_to_reach / 1e3, color=st["color"], marker=st["marker"], s=14,
+                    label=st["label"])
+        miss = sub[~sub.reached]
+        if len(miss):
+            ax2.scatter(miss.share_measured, miss.rollout_tokens / 1e3, facecolors="none", edgecolors=st["color"],
+                        marker=st["marker"], s=14)
+        data["series"].append({
+            "method": m, "label": st["label"],
+            "runs": sub[["share_set", "share_measured", "seed", "final_hard_pass@1", "tokens_to_reach",
+                         "rollout_tokens"]].to_dict(orient="records"),
+            "cells": {"x": per_share.values.tolist(), "y": cm["mean"].tolist(), "ci_low": cm.ci_low.tolist(),
+                      "ci_high": cm.ci_high.tolist()}})
+    for a in (ax, ax2):
+        a.set_xscale("log")
+        a.set_xlabel("measured unhinted share of the always-right strategy")
+        a.grid(alpha=0.3)
+    ax.set_ylabel("final hint-free pass@1, hard problems")
+    ax.set_ylim(-0.02, 1.02)
+    ax.legend(frameon=False, fontsize=6)
+    ax2.set_yscale("log")
+    ax2.set_ylabel(f"rollout tokens to reach pass@1 {reached:g} (k)")
+    ax2.set_title("hollow: not reached (total tokens shown)", fontsize=6)
     return fig, data

@@ -7,6 +7,7 @@ hint-free on the hard benchmark problems (:mod:`nudgerl.evaluation.curves`). Per
 hard pass@1, and the rollout tokens it needed to first reach a fixed hard pass@1 (None if
 it never did). Per cell (share x method): means with 95 % intervals over problems and
 replicates, and NudgeRL's paired differences from each GRPO run on the same base models.
+The figure is drawn by :func:`nudgerl.reporting.figures.regime_map`.
 """
 
 from __future__ import annotations
@@ -142,48 +143,3 @@ def render_markdown(runs: pd.DataFrame, cells: pd.DataFrame, reached: float, sam
             cells_.append(" / ".join("-" if pd.isna(t) else f"{t / 1e3:.0f}" for t in r.tokens_to_reach))
         lines.append(f"| {100 * share:g} % | " + " | ".join(cells_) + " |")
     return "\n".join(lines) + "\n"
-
-
-def figure(runs: pd.DataFrame, cells: pd.DataFrame, reached: float, samples: int):
-    """Left: final hard pass@1 against the measured share (every base model a point, cell
-    means with intervals). Right: rollout tokens to first reach ``reached``."""
-    from nudgerl.reporting.figures import TWO_COLUMN, _setup, method_style
-
-    plt = _setup()
-    fig, (ax, ax2) = plt.subplots(1, 2, figsize=TWO_COLUMN, constrained_layout=True)
-    data = {"figure": "regime_map", "x": "measured unhinted share of the always-right strategy",
-            "y": ["final hint-free pass@1 on hard problems", f"rollout tokens to reach pass@1 {reached:g}"],
-            "samples_per_problem": samples, "replicates": int(runs.seed.nunique()), "series": []}
-    for m in runs.method.unique():
-        st = method_style(m)
-        sub = runs[runs.method == m]
-        per_share = sub.groupby("share_set").share_measured.mean()
-        cm = cells[(cells.method == m) & (cells.kind == "pass@1")].set_index("share_set").loc[per_share.index]
-        ax.scatter(sub.share_measured, sub["final_hard_pass@1"], color=st["color"], marker=st["marker"], s=10,
-                   alpha=0.45, linewidths=0)
-        ax.errorbar(per_share.values, cm["mean"].values, yerr=[cm["mean"] - cm.ci_low, cm.ci_high - cm["mean"]],
-                    color=st["color"], marker=st["marker"], capsize=2, label=st["label"])
-        hit = sub[sub.reached]
-        ax2.scatter(hit.share_measured, hit.tokens_to_reach / 1e3, color=st["color"], marker=st["marker"], s=14,
-                    label=st["label"])
-        miss = sub[~sub.reached]
-        if len(miss):
-            ax2.scatter(miss.share_measured, miss.rollout_tokens / 1e3, facecolors="none", edgecolors=st["color"],
-                        marker=st["marker"], s=14)
-        data["series"].append({
-            "method": m, "label": st["label"],
-            "runs": sub[["share_set", "share_measured", "seed", "final_hard_pass@1", "tokens_to_reach",
-                         "rollout_tokens"]].to_dict(orient="records"),
-            "cells": {"x": per_share.values.tolist(), "y": cm["mean"].tolist(), "ci_low": cm.ci_low.tolist(),
-                      "ci_high": cm.ci_high.tolist()}})
-    for a in (ax, ax2):
-        a.set_xscale("log")
-        a.set_xlabel("measured unhinted share of the always-right strategy")
-        a.grid(alpha=0.3)
-    ax.set_ylabel("final hint-free pass@1, hard problems")
-    ax.set_ylim(-0.02, 1.02)
-    ax.legend(frameon=False, fontsize=6)
-    ax2.set_yscale("log")
-    ax2.set_ylabel(f"rollout tokens to reach pass@1 {reached:g} (k)")
-    ax2.set_title("hollow: not reached (total tokens shown)", fontsize=6)
-    return fig, data

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from nudgerl.arguments import (add_command, add_model_arguments, json_arg, prompt_template,
-                                set_threads)
+from nudgerl.arguments import add_command, json_arg, set_threads
+from nudgerl.evaluation.model_arguments import add_model_arguments, prompt_template
 
 
 def _problem_records(rows: list[dict], template) -> list[dict]:
@@ -25,7 +25,7 @@ def _problem_records(rows: list[dict], template) -> list[dict]:
 
 
 def _run_config(params: dict, template):
-    from nudgerl.training.grpo import GRPORunConfig
+    from nudgerl.training.grpo_config import GRPORunConfig
 
     cfg = GRPORunConfig.from_dict(params)
     if template is not None and template.stop and cfg.use_vllm:
@@ -58,7 +58,8 @@ def _finish_run(args, out: Path, report: dict, config: dict, inputs: list) -> No
 def cmd_train_grpo(args) -> None:
     set_threads(args.threads)
     from nudgerl.io import read_problems
-    from nudgerl.training.grpo import GRPORunConfig, train_grpo
+    from nudgerl.training.grpo import train_grpo
+    from nudgerl.training.grpo_config import GRPORunConfig
 
     params = dict(args.params, num_generations=args.num_generations, seed=args.seed, grader_mode=args.grader_mode)
     template = prompt_template(args)
@@ -74,7 +75,7 @@ def cmd_train_pope(args) -> None:
     set_threads(args.threads)
     from nudgerl.offline.outputs import read_oracles
     from nudgerl.io import read_problems
-    from nudgerl.training.grpo import GRPORunConfig
+    from nudgerl.training.grpo_config import GRPORunConfig
     from nudgerl.training.pope import POPEConfig, train_pope
 
     pope = POPEConfig.from_dict(args.pope)
@@ -93,7 +94,7 @@ def cmd_train_nudgerl(args) -> None:
     set_threads(args.threads)
     from nudgerl.offline.outputs import read_pools
     from nudgerl.io import read_problems
-    from nudgerl.training.grpo import GRPORunConfig
+    from nudgerl.training.grpo_config import GRPORunConfig
     from nudgerl.training.nudgerl import NudgeRLConfig, train_nudgerl
 
     nudge = NudgeRLConfig.from_dict(args.nudge)

@@ -11,74 +11,13 @@ from __future__ import annotations
 import os
 import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
-from nudgerl.evaluation.grading import DEFAULT_MODE
 from nudgerl.io import atomic_write_text
+from nudgerl.training.grpo_config import TRL_FIELDS, GRPORunConfig
 from nudgerl.training.run_state import (StoppedForTimeLimit, check_continuous, last_checkpoint, main_process_only,
                                         metrics_callback, stop_on_signal, truncate_metrics)
-
-
-@dataclass
-class GRPORunConfig:
-    """What one GRPO run needs; built from the ``grpo`` config section plus run keys."""
-
-    num_generations: int = 8  # N
-    prompts_per_step: int = 4
-    max_steps: int = 60
-    learning_rate: float = 1e-4
-    lr_scheduler_type: str = "constant"
-    warmup_ratio: float = 0.0
-    weight_decay: float = 0.0
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_completion_length: int = 64
-    max_prompt_length: int | None = None
-    beta: float = 0.0
-    epsilon: float = 0.2
-    epsilon_high: float = 0.2
-    # TRL's mu: optimizer passes over each generation batch. With 1 every update is on-policy
-    # (importance ratio == 1), so epsilon/epsilon_high never clip anything.
-    num_iterations: int = 1
-    loss_type: str = "grpo"
-    scale_rewards: str = "group"
-    checkpoint_every: int = 20
-    seed: int = 0
-    use_vllm: bool = False
-    vllm_mode: str = "colocate"
-    bf16: bool = False
-    optim: str = "adamw_torch"
-    lora: dict | None = None  # {"r":..,"alpha":..,"dropout":..,"target_modules":[..]} at paper scale
-    # Paper scale (the authors' batching): each generation samples prompts_per_step x N
-    # rollouts, trained in micro-batches of per_device_train_batch_size over
-    # optimizer_steps_per_generation optimizer steps. None = one micro-batch per step (organism).
-    per_device_train_batch_size: int | None = None
-    optimizer_steps_per_generation: int = 1
-    gradient_checkpointing: bool | None = None  # None: TRL's default
-    vllm_gpu_memory_utilization: float = 0.3
-    vllm_tensor_parallel_size: int = 1
-    # KV cache of TRL's transformers generation (not vLLM's): "static" pre-allocates prompt +
-    # completion instead of concatenating per token (fewer CPU seconds, the same rollouts and
-    # weights: tests/test_sampling.py); None: transformers' dynamic cache.
-    cache_implementation: str | None = "static"
-    # Correction of the vLLM sampler / trained policy mismatch (TRL's options; None: TRL's
-    # default, sequence_mask at 3.0). The authors' TRL 0.23 clamped each token's ratio at 2
-    # (token_truncate, clip_max 2.0).
-    vllm_importance_sampling_correction: bool | None = None
-    vllm_importance_sampling_mode: str | None = None
-    vllm_importance_sampling_clip_max: float | None = None
-    vllm_importance_sampling_clip_min: float | None = None
-    # Experiment tracking the TRL way: "none", "tensorboard", "wandb" or a list of them.
-    report_to: str | list[str] = "none"
-    grader_mode: str = DEFAULT_MODE  # nudgerl.evaluation.grading.GRADER_MODES: how the reward reads completions
-    stop: list[str] = field(default_factory=list)  # generation stop strings (vLLM), from the prompt template
-    extra: dict = field(default_factory=dict)  # passed through to trl.GRPOConfig
-
-    @classmethod
-    def from_dict(cls, d: dict) -> GRPORunConfig:
-        known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
-        return cls(**known)
 
 
 def trl_config(cfg: GRPORunConfig, output_dir: str):
@@ -95,37 +34,17 @@ def trl_config(cfg: GRPORunConfig, output_dir: str):
     if cfg.gradient_checkpointing is not None:
         kwargs["gradient_checkpointing"] = cfg.gradient_checkpointing
     kwargs.update(importance_sampling_kwargs(cfg))
+    kwargs.update({k: getattr(cfg, k) for k in TRL_FIELDS})  # same name in trl.GRPOConfig
     kwargs.update(
-        num_generations=cfg.num_generations,
-        max_steps=cfg.max_steps,
-        learning_rate=cfg.learning_rate,
-        lr_scheduler_type=cfg.lr_scheduler_type,
         warmup_steps=cfg.warmup_ratio,  # transformers 5: a float < 1 is a ratio of max_steps
-        weight_decay=cfg.weight_decay,
-        temperature=cfg.temperature,
-        top_p=cfg.top_p,
         top_k=0,
-        max_completion_length=cfg.max_completion_length,
-        beta=cfg.beta,
-        epsilon=cfg.epsilon,
-        epsilon_high=cfg.epsilon_high,
-        num_iterations=cfg.num_iterations,
-        loss_type=cfg.loss_type,
-        scale_rewards=cfg.scale_rewards,
         logging_steps=1,
         save_strategy="steps",
         save_steps=cfg.checkpoint_every,
         save_only_model=False,
-        seed=cfg.seed,
         data_seed=cfg.seed,
-        report_to=cfg.report_to,
         run_name=str(Path(output_dir).parent),  # the run folder: the W&B run's name
         use_cpu=not _has_gpu(),
-        bf16=cfg.bf16,
-        optim=cfg.optim,
-        use_vllm=cfg.use_vllm,
-        vllm_mode=cfg.vllm_mode,
-        cache_implementation=cfg.cache_implementation,
         remove_unused_columns=False,
         dataloader_num_workers=0,
         disable_tqdm=True,

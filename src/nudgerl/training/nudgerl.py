@@ -21,6 +21,10 @@ import numpy as np
 from trl import GRPOTrainer
 
 from nudgerl.algorithms import distillation_loss, inter_intra_advantages, intra_inter_terms, nudge_contexts
+from nudgerl.sections import from_section
+
+# Keys of the ``nudgerl`` section that the workflow reads, not a run (the ablation runs).
+WORKFLOW_KEYS = ("ablations",)
 
 
 @dataclass
@@ -38,8 +42,9 @@ class NudgeRLConfig:
     hint_sampler: str = "sequential"
 
     @classmethod
-    def from_dict(cls, d: dict) -> NudgeRLConfig:
-        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+    def from_dict(cls, d: dict, section: str = "nudgerl") -> NudgeRLConfig:
+        """From the ``nudgerl`` section; ``ablations`` is the workflow's (the extra runs), skipped."""
+        return from_section(cls, d, section, ignore=WORKFLOW_KEYS)
 
 
 class NudgeRLTrainer(GRPOTrainer):

@@ -5,6 +5,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from nudgerl.sections import from_section
+
+# Keys of the ``pope`` section that the workflow reads, not the run's POPE settings: the
+# group size (--num-generations) and the DVC stage of the oracle solutions.
+WORKFLOW_KEYS = ("num_generations", "oracle_stage")
+
 
 @dataclass
 class POPEConfig:
@@ -18,8 +24,9 @@ class POPEConfig:
     prompt_style: str = "prefill"  # "prefill" (organism) | "instruct" (chat models)
 
     @classmethod
-    def from_dict(cls, d: dict) -> POPEConfig:
-        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+    def from_dict(cls, d: dict, section: str = "pope") -> POPEConfig:
+        """From the ``pope`` section; its workflow keys (N, the oracle stage) are skipped."""
+        return from_section(cls, d, section, ignore=WORKFLOW_KEYS)
 
 
 def pope_records(tokenizer, train: list[dict], oracles: dict[str, str], cfg: POPEConfig, template=None) -> list[dict]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nudgerl.evaluation.grading import DEFAULT_MODE, MODE_REGION, check_mode, grade
+from nudgerl.evaluation.grading import DEFAULT_MODE, answer_region_or_mode, check_mode, grade
 
 
 def completion_text(completion) -> str:
@@ -23,7 +23,7 @@ def correctness_reward_for(mode: str = DEFAULT_MODE):
         answer is written, e.g. the authors' ``<SOLUTION>...</SOLUTION>``); the grader then
         reads the last such region of the completion (standard mode)."""
         regions = kwargs.get("answer_region") or [None] * len(completions)
-        return [grade(completion_text(c), str(a), mode=mode, region=r or MODE_REGION)
+        return [grade(completion_text(c), str(a), mode=mode, region=answer_region_or_mode(r))
                 for c, a, r in zip(completions, answer, regions)]
 
     return correctness_reward

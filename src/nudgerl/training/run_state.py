@@ -20,8 +20,12 @@ import signal
 import time
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from nudgerl.io import atomic_write_text
+
+if TYPE_CHECKING:
+    from nudgerl.training.grpo_config import GRPORunConfig
 
 
 def metrics_callback(path: Path, cfg: GRPORunConfig, resume_tokens: float):
@@ -146,7 +150,7 @@ def main_process_only(accelerator):
 # --------------------------------------------------------------- time limits
 
 # The warning before the time limit (SIGUSR1: from `timeout` around the trainer, see
-# WorkflowPlan.launcher, or sbatch --signal) and a plain SIGTERM (scancel, or the limit
+# PlanResources.launcher, or sbatch --signal) and a plain SIGTERM (scancel, or the limit
 # itself) both ask the job to stop where a rerun can resume.
 STOP_SIGNALS = (signal.SIGUSR1, signal.SIGTERM)
 # EX_TEMPFAIL (sysexits.h): not done, try again; the rerun resumes from the saved checkpoint.

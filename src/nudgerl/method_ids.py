@@ -1,0 +1,86 @@
+"""The trained runs' method ids and group sizes, from the config alone: the one definition that
+the config checks (nudgerl.config) and the workflow's plan (nudgerl.plan.workflow_plan) both read.
+
+A method id names a run and its group size N (rollouts per problem): grpo{N} (GRPO baselines,
+`grpo.group_sizes`), grpo{N}_eps{value} (the eps_high sweep at N =
+`grpo.epsilon_high_sweep_group_size`), pope{N} (`pope.num_generations`) and nudgerl{M x K} (the
+main NudgeRL run; its ablations add a suffix: nudgerl8_pdrop0.25). This module imports nothing of
+nudgerl, so both can import it.
+"""
+
+from __future__ import annotations
+
+DEFAULT_POPE_GROUP_SIZE = 8  # POPE's N when `pope.num_generations` is not set
+DEFAULT_EPS_SWEEP_GROUP_SIZE = 8  # the eps_high sweep's N (schema default)
+DEFAULT_EPSILON_HIGH = 0.2
+
+
+def grpo_method(n: int) -> str:
+    return f"grpo{n}"
+
+
+def grpo_group_size(method: str) -> int | None:
+    """N of a plain GRPO method id (grpo{N}); None for any other id."""
+    return int(method[4:]) if method.startswith("grpo") and method[4:].isdigit() else None
+
+
+def grpo_group_sizes(config: dict) -> list[int]:
+    """The GRPO baselines' N, in config order (one run each)."""
+    return list((config.get("grpo") or {}).get("group_sizes", []))
+
+
+def grpo_methods(config: dict) -> list[str]:
+    return [grpo_method(n) for n in grpo_group_sizes(config)]
+
+
+def pope_group_size(config: dict) -> int | None:
+    """`pope.num_generations` as configured; None when unset."""
+    return (config.get("pope") or {}).get("num_generations")
+
+
+def pope_method(config: dict) -> str:
+    return f"pope{pope_group_size(config) or DEFAULT_POPE_GROUP_SIZE}"
+
+
+def nudge_group_size(nudge: dict) -> int:
+    """N = M hints x K rollouts per hint of a NudgeRL run (defaults M=2, K=4)."""
+    return nudge.get("M", 2) * nudge.get("K", 4)
+
+
+def nudge_main_method(nudge: dict) -> str:
+    """The main NudgeRL run's id (its ablations are ``<id>_<suffix>``)."""
+    return f"nudgerl{nudge_group_size(nudge)}"
+
+
+def eps_sweep_group_size(config: dict) -> int:
+    return config["grpo"].get("epsilon_high_sweep_group_size", DEFAULT_EPS_SWEEP_GROUP_SIZE)
+
+
+def epsilon_high(config: dict) -> float:
+    """The main runs' eps_high (`grpo.epsilon_high`)."""
+    return float(config["grpo"].get("epsilon_high", DEFAULT_EPSILON_HIGH))
+
+
+def eps_sweep(config: dict) -> list[tuple[float, str]]:
+    """(eps_high, method id) of the GRPO eps_high sweep (paper Fig. 5), ascending; the value
+    equal to `grpo.epsilon_high` is the main grpo{N} run. Empty without a sweep."""
+    values = config["grpo"].get("epsilon_high_sweep")
+    if not values:
+        return []
+    main, n = epsilon_high(config), eps_sweep_group_size(config)
+    return [(eps, grpo_method(n) if eps == main else f"{grpo_method(n)}_eps{eps:g}")
+            for eps in sorted(set(map(float, values)) | {main})]
+
+
+def trained_group_sizes(config: dict) -> list[tuple[str, int]]:
+    """(training rule, N) for every group size the DAG trains with a configured N."""
+    grpo = config.get("grpo", {})
+    nudge = config.get("nudgerl")
+    pairs = [("train_grpo", n) for n in sorted(set(grpo_group_sizes(config)))]
+    if grpo.get("epsilon_high_sweep"):
+        pairs.append(("train_grpo_eps", eps_sweep_group_size(config)))
+    if pope_group_size(config):
+        pairs.append(("train_pope", pope_group_size(config)))
+    if nudge is not None and nudge_group_size(nudge) >= 1:
+        pairs.append(("train_nudgerl", nudge_group_size(nudge)))
+    return pairs

@@ -1,0 +1,73 @@
+"""The settings of the organism's base model (:class:`BaseModelConfig`), and the part of them
+the arithmetic drill depends on (:data:`DRILL_KEYS`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class BaseModelConfig:
+    seed: int = 0
+    examples: int = 30000  # SFT traces in the corpus (cycled until the schedule ends)
+    hard_fraction: float = 0.5
+    hinted_fraction: float = 0.4
+    # Unhinted traces whose strategy choice is masked from the loss (strategy drawn as for hinted
+    # examples): execution after an unhinted choice is trained, the choice's frequency is not.
+    chosen_fraction: float = 0.0
+    # Phase 1 ("pretraining"): every arithmetic fact of the family, drilled this many
+    # times for drill_epochs. Phase 2 (SFT on traces) keeps replaying each fact
+    # `arithmetic_replay` times so the table is not forgotten.
+    arithmetic_drills: int = 25
+    drill_epochs: float = 1.0
+    arithmetic_replay: int = 10
+    # Which strategy an unhinted trace uses, independently of the problem.
+    unhinted_strategy_weights: dict[str, float] = field(
+        default_factory=lambda: {
+            "common_difference": 0.75,
+            "first_difference": 0.17,
+            "sum_of_last_two": 0.05,
+            "difference_table": 0.03,
+        }
+    )
+    # Which strategy a hinted example names. The always-right strategy has the longest
+    # trace, so it gets the most practice; this does not change the unhinted habit.
+    hinted_strategy_weights: dict[str, float] = field(
+        default_factory=lambda: {
+            "common_difference": 0.2,
+            "first_difference": 0.15,
+            "sum_of_last_two": 0.15,
+            "difference_table": 0.5,
+        }
+    )
+    hidden_size: int = 128
+    intermediate_size: int = 384
+    num_layers: int = 3
+    num_heads: int = 4
+    batch_size: int = 64
+    learning_rate: float = 2e-3
+    warmup_steps: int = 100
+    weight_decay: float = 0.01
+    # Phase 2 (SFTSchedule): cosine cycles of cycle_steps; the execution check (every
+    # strategy's hinted trace reproduced exactly, greedy, on >= check_threshold of
+    # check_problems validation problems, every check_every steps) ends training early with
+    # a linear anneal of anneal_steps; a cycle without a pass is followed by one at half the
+    # peak, up to max_steps (then the failed check is reported and the regime gate decides).
+    check_every: int = 50
+    check_problems: int = 64
+    check_threshold: float = 0.98
+    cycle_steps: int = 600
+    anneal_steps: int = 100
+    max_steps: int = 1500
+
+
+# What phase 1 (the arithmetic drill) depends on, and nothing else: the SFT mixture is not
+# among them, so the regime map's base models of one replicate seed share one drilled model.
+DRILL_KEYS = ("seed", "arithmetic_drills", "drill_epochs", "batch_size", "learning_rate", "warmup_steps",
+              "weight_decay", "hidden_size", "intermediate_size", "num_layers", "num_heads")
+
+
+def drill_config(cfg: BaseModelConfig) -> dict:
+    import torch
+
+    return {**{k: getattr(cfg, k) for k in DRILL_KEYS}, "threads": torch.get_num_threads()}

@@ -1,0 +1,55 @@
+"""What the SFT checks while it trains: does the model execute each strategy (hinted, and
+once it chose it unhinted), and how often does it choose each one unhinted."""
+
+from __future__ import annotations
+
+from nudgerl.models import GENERATE_CACHE
+from nudgerl.organism import task
+
+
+def execution_check(model, tokenizer, problems: list, batch_size: int = 256, chosen: bool = False) -> dict[str, float]:
+    """Per strategy, the share of ``problems`` whose trace the model writes exactly (greedy):
+    does it execute each strategy when told to, on problems it never trained on. ``chosen``:
+    no hint; the trace's first words (the strategy's choice) are given and the rest is
+    checked, i.e. execution once the unhinted policy has chosen the strategy itself."""
+    import torch
+
+    was_training = model.training
+    model.eval()
+    scores = {}
+    with torch.no_grad():
+        for name in task.STRATEGIES:
+            start = task.chosen_prefix(name) if chosen else ""
+            prompts = [tokenizer.apply_chat_template([{"role": "user", "content": task.prompt_text(
+                p.text(), None if chosen else task.hint_line(name))}], tokenize=False, add_generation_prompt=True)
+                + start for p in problems]
+            right = 0
+            for i in range(0, len(prompts), batch_size):
+                enc = tokenizer(prompts[i : i + batch_size], return_tensors="pt", padding=True,
+                                padding_side="left", add_special_tokens=False)
+                out = model.generate(**enc, max_new_tokens=task.MAX_TRACE_TOKENS, do_sample=False,
+                                     pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+                                     **GENERATE_CACHE)
+                texts = tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+                right += sum(f"{start} {t.strip()}".strip() == task.trace(p.terms, name)
+                             for p, t in zip(problems[i:], texts))
+            scores[name] = right / len(problems)
+    model.train(was_training)
+    return scores
+
+
+def unhinted_strategy_prior(model, tokenizer, problems: list) -> dict[str, float]:
+    """The model's mean probability of each strategy's first word right after "strategy :"
+    with no hint: the habit prior the SFT mixture sets (compare unhinted_strategy_weights)."""
+    import torch
+
+    first = {n: tokenizer.convert_tokens_to_ids(s.words.split()[0]) for n, s in task.STRATEGIES.items()}
+    prompts = [tokenizer.apply_chat_template([{"role": "user", "content": task.prompt_text(p.text())}], tokenize=False,
+                                             add_generation_prompt=True) + "strategy :" for p in problems]
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        enc = tokenizer(prompts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
+        probs = torch.softmax(model(**enc).logits[:, -1].float(), dim=-1)
+    model.train(was_training)
+    return {n: float(probs[:, t].mean()) for n, t in first.items()}

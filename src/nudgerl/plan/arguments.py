@@ -1,0 +1,114 @@
+"""The config as a rule's job reads it: config sections sliced into JSON for a rule's `params`
+(a change re-runs the rule; keys another rule reads are left out) and command-line fragments
+(--prompt, --grader-mode, --local-dir).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+# config keys read by other rules than the section's main one
+GRPO_RUN_EXCLUDE = ("epsilon_high_sweep", "epsilon_high_sweep_group_size")
+EVAL_EXCLUDE = ("curve",)
+POPE_RUN_EXCLUDE = ("num_generations", "oracle_stage")  # the run's id and its oracles' stage
+# the sampler keys of the eval section that the diagnostic figures (strategy diversity, case study) use
+SAMPLING_KEYS = ("temperature", "top_p", "max_new_tokens", "batch_size")
+
+
+def rl_diagnosis_params(config: dict, seed: int) -> dict:
+    """The diagnosis on the training problems: RL's sampler (config `grpo`), the samples per
+    problem (`regime.diagnosis`), the replicate's sampling seed."""
+    grpo, diag = config.get("grpo", {}), (config.get("regime") or {}).get("diagnosis") or {}
+    return {"samples": diag.get("samples", 16), "batch_size": diag.get("batch_size", 512),
+            "temperature": grpo.get("temperature", 1.0), "top_p": grpo.get("top_p", 1.0),
+            "max_new_tokens": grpo.get("max_completion_length", 56), "seed": seed}
+
+
+class PlanArguments:
+    """Config sections and command-line fragments of the rules' commands, from one config;
+    ``methods``: nudgerl.plan.methods.PlanMethods (the runs' NudgeRL settings, seeds and claims)."""
+
+    def __init__(self, config: dict, methods):
+        self.config = config
+        self._methods = methods
+        self.N_BOOT = config.get("report", {}).get("bootstrap_samples", 2000)
+
+    def section(self, name, exclude=(), **extra):
+        """A config section as JSON for a rule's `params` (changes re-run the rule). Keys in
+        ``exclude`` belong to other rules (e.g. eval.curve, the eps_high sweep list) and are left
+        out, so changing them does not re-run this one."""
+        cfg = {k: v for k, v in self.config.get(name, {}).items() if k not in exclude}
+        return json.dumps({**cfg, **extra}, sort_keys=True)
+
+    def rl_diagnosis_section(self, seed):
+        """`nudgerl diagnose --rl-params` of a replicate, as JSON (:func:`rl_diagnosis_params`)."""
+        return json.dumps(rl_diagnosis_params(self.config, int(seed)), sort_keys=True)
+
+    def drill_section(self):
+        """The base_model keys phase 1 reads, as JSON: SFT settings (the regime map's mixtures
+        among them) do not re-run the drill."""
+        from nudgerl.organism.base_model import DRILL_KEYS
+
+        return json.dumps({k: v for k, v in self.config.get("base_model", {}).items() if k in DRILL_KEYS},
+                          sort_keys=True)
+
+    def data_spec(self, name):
+        """A real dataset's spec (data.train or data.benchmarks.<name>) as JSON for params."""
+        d = self.config["data"]
+        spec = d["train"] if name == "train" else d["benchmarks"][name]
+        return json.dumps(spec, sort_keys=True)
+
+    def local_data_arg(self):
+        # Relative `path` entries resolve against data.local_dir (itself relative to the
+        # working directory: ../shared/data/benchmarks beside a clone under /work/<name>/).
+        local = self.config.get("data", {}).get("local_dir")
+        return f"--local-dir {shlex.quote(local)}" if local else ""
+
+    def prompt_template(self, use):
+        """The prompt template for `use` (train | pope | nudgerl | eval) as JSON for a rule's params;
+        empty for the organism's built-in prompts (its trainers take no --prompt)."""
+        from nudgerl.data.prompts import resolve_template
+
+        t = resolve_template(self.config.get("prompts"), use)
+        return "" if t.style == "organism" else json.dumps(t.to_dict(), sort_keys=True)
+
+    def prompt_arg(self, use):
+        """How a rule's command asks and reads: --prompt (the template) and, when grading.mode is
+        not the default, --grader-mode. One parameter, so the default keeps the value it had."""
+        from nudgerl.evaluation.grading import DEFAULT_MODE
+
+        t = self.prompt_template(use)
+        mode = self.config.get("grading", {}).get("mode", DEFAULT_MODE)
+        args = [f"--prompt {shlex.quote(t)}" if t else "", f"--grader-mode {mode}" if mode != DEFAULT_MODE else ""]
+        return " ".join(a for a in args if a)
+
+    def grpo_eps_section(self, wildcards):
+        """The grpo section of an eps_high sweep run: its own epsilon_high (wildcard eps)."""
+        return self.section("grpo", exclude=GRPO_RUN_EXCLUDE, epsilon_high=float(wildcards.eps))
+
+    def pope_section(self):
+        """`train-pope --pope`: the pope section less the run's N and its oracles' stage."""
+        return self.section("pope", exclude=POPE_RUN_EXCLUDE)
+
+    def nudge_section(self, wildcards):
+        """`train-nudgerl --nudge` of run ``wildcards.method`` (the main run or an ablation)."""
+        return json.dumps(self._methods.NUDGE_RUNS[wildcards.method]["nudge"], sort_keys=True)
+
+    def nudge_shape_section(self):
+        """The main run's M hints and K rollouts per hint, as JSON."""
+        return json.dumps({"M": self._methods.NUDGE.get("M", 2), "K": self._methods.NUDGE.get("K", 4)})
+
+    def sampling_section(self, name):
+        """`--params` of a diagnostic figure (strategy_diversity, case_study): the eval sampler
+        (SAMPLING_KEYS) under the figure's own `report.<name>` settings, as JSON."""
+        sampler = {k: v for k, v in self.config["eval"].items() if k in SAMPLING_KEYS}
+        return json.dumps({**sampler, **self.config.get("report", {}).get(name, {})}, sort_keys=True)
+
+    def run_seeds_section(self):
+        """Every evaluated run's seeds (RUN_SEEDS), as JSON."""
+        return json.dumps(self._methods.RUN_SEEDS, sort_keys=True)
+
+    def claim_roles_section(self):
+        """`claims --roles`: the claims' roles in this DAG's method ids (CLAIM_ROLES), as JSON."""
+        return json.dumps(self._methods.CLAIM_ROLES, sort_keys=True)

@@ -1,0 +1,71 @@
+"""The regime map's grid (regime_map.smk; config `regime_map`, organism only): base models at a
+grid of unhinted always-right shares, the runs trained on each, and the arguments of its rules.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+from nudgerl.method_ids import grpo_group_size
+
+
+class PlanRegimeMap:
+    """The map of one config; every name is None (the helpers unusable) without a map.
+    ``paths`` and ``methods``: nudgerl.plan.paths.PlanPaths, nudgerl.plan.methods.PlanMethods."""
+
+    def __init__(self, config: dict, paths, methods):
+        self.config = config
+        self._paths, self._methods = paths, methods
+        self.RMAP = config.get("regime_map") if paths.TASK == "organism" else None
+        self.RMAP_DIR = self.RMAP_CELL = self.RMAP_SHARES = self.RMAP_GRID = None  # set below with a map
+        if self.RMAP:
+            from nudgerl.reporting.regime_map import share_tag
+
+            self.RMAP_DIR = f"{paths.RESULTS}/regime_map"
+            self.RMAP_CELL = f"{self.RMAP_DIR}/share{{share}}"
+            self.RMAP_SHARES = [share_tag(s) for s in self.RMAP["shares"]]
+            self.RMAP_GRID = {**{k: self.RMAP[k] for k in ("shares", "methods", "seeds", "reached", "every", "samples")},
+                              "reference": methods.NUDGE_MAIN,
+                              "against": [m for m in self.RMAP["methods"] if m.startswith("grpo")]}
+
+    def regime_map_base_config(self, share):
+        """The base_model section with the always-right strategy at `share` of the unhinted mixture."""
+        from nudgerl.organism.task import RARE_CORRECT_STRATEGY
+        from nudgerl.organism.base_model import BaseModelConfig
+        from nudgerl.reporting.regime_map import mixture
+
+        cfg = dict(self.config["base_model"])
+        weights = cfg.get("unhinted_strategy_weights") or BaseModelConfig().unhinted_strategy_weights
+        cfg["unhinted_strategy_weights"] = mixture(weights, RARE_CORRECT_STRATEGY, share)
+        return cfg
+
+    def regime_map_base_section(self, wildcards):
+        """`train-base --params` of a map cell's base model (its share), as JSON."""
+        return json.dumps(self.regime_map_base_config(float(wildcards.share)), sort_keys=True)
+
+    def regime_map_train_command(self, wildcards):
+        """`train-grpo --num-generations N`, or the main NudgeRL run's `train-nudgerl` arguments."""
+        main = self._methods.NUDGE_MAIN
+        if wildcards.method == main:
+            nudge = json.dumps(self._methods.NUDGE_RUNS[main]["nudge"], sort_keys=True)
+            return f"train-nudgerl --pools {shlex.quote(self._paths.POOLS)} --nudge {shlex.quote(nudge)}"
+        n = grpo_group_size(wildcards.method)
+        if n is not None:
+            return f"train-grpo --num-generations {n}"
+        raise ValueError(f"config key 'regime_map.methods': {wildcards.method!r} is neither grpo<N> nor {main}")
+
+    def regime_map_curve_section(self):
+        """`curve-eval --params` of the map's runs: the eval section with the map's checkpoint
+        spacing and samples as its `curve`, as JSON."""
+        evaluation = {k: v for k, v in self.config["eval"].items() if k != "curve"}
+        curve = {"every": self.RMAP["every"], "samples": self.RMAP["samples"]}
+        return json.dumps({**evaluation, "curve": curve}, sort_keys=True)
+
+    def regime_map_grid_section(self):
+        """`regime-map --grid`: the map's grid, as JSON."""
+        return json.dumps(self.RMAP_GRID, sort_keys=True)
+
+    def regime_map_root(self, wildcards):
+        """`regime-map --root`: the folder of the map's cells (<root>/share<s>/...)."""
+        return self.RMAP_DIR.format(**dict(wildcards.items()))

@@ -1,0 +1,108 @@
+"""The records the figures plot, read into plain series (no matplotlib here; the drawing is
+in :mod:`nudgerl.reporting.figures`, the subcommands in :mod:`nudgerl.reporting.figure_cli`).
+
+- checkpoint curves (``results/curves/<method>/seed<k>/curve.jsonl``, written by ``curve-eval``):
+  :func:`load_curves`, :func:`curve_points` (pass@1 per step with a bootstrap interval);
+- evaluation records (``<eval_root>/<method>/seed<k>/<bench>.problems.jsonl``): :func:`avg_pass1`;
+- training metrics (``results/runs/<method>/seed<k>/metrics.jsonl``, one row per optimizer
+  step, written by every run whatever ``grpo.report_to`` says; TensorBoard event files, when
+  asked for, are in ``<run>/tensorboard/`` and not read here): :func:`run_rollout_tokens`,
+  :func:`load_run_metrics`, :func:`moving_average`.
+
+Intervals are percentile bootstraps over problems (and seeds when several), as in the tables.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from nudgerl.algorithms import bootstrap_mean_of_means
+from nudgerl.io import read_jsonl
+from nudgerl.reporting.tables import per_problem_matrix
+
+
+def _pass1_with_ci(mats: list[np.ndarray], n_boot: int) -> tuple[float, float, float]:
+    return bootstrap_mean_of_means(mats, n_boot=n_boot)
+
+
+# ---------------------------------------------------------------- checkpoint curves
+
+
+def load_curves(curve_files: list[str | Path]) -> dict[str, list[dict]]:
+    """Rows of results/curves/<method>/seed<k>/curve.jsonl, grouped by method (seed added)."""
+    out: dict[str, list[dict]] = {}
+    for f in map(Path, curve_files):
+        method, seed = f.parent.parent.name, int(f.parent.name.removeprefix("seed"))
+        for r in read_jsonl(f):
+            out.setdefault(method, []).append({**r, "seed": seed})
+    return out
+
+
+def curve_points(rows: list[dict], benchmarks: list[str], n_boot: int) -> list[dict]:
+    """Per step: mean over benchmarks of pass@1 (problems x seeds), interval, rollout tokens."""
+    points = []
+    for step in sorted({r["step"] for r in rows}):
+        at = [r for r in rows if r["step"] == step]
+        seeds = sorted({r["seed"] for r in at})
+        mats = []
+        for b in benchmarks:
+            cols = []
+            for s in seeds:
+                match = [r for r in at if r["benchmark"] == b and r["seed"] == s]
+                if not match:
+                    raise ValueError(f"curve has no {b} records at step {step} for seed {s}")
+                probs = sorted(match[0]["problems"], key=lambda p: p["id"])
+                cols.append([p["c"] / p["n"] for p in probs])
+            mats.append(np.array(cols).T)
+        mean, lo, hi = _pass1_with_ci(mats, n_boot)
+        tokens = [r["cumulative_rollout_tokens"] for r in at if r.get("cumulative_rollout_tokens") is not None]
+        points.append({"step": step, "pass@1": mean, "ci_low": lo, "ci_high": hi,
+                       "cumulative_rollout_tokens": float(np.mean(tokens)) if tokens else None,
+                       "seeds": len(seeds), "samples_per_problem": at[0].get("samples_per_problem")})
+    return points
+
+
+# ---------------------------------------------------------------- evaluation records
+
+
+def avg_pass1(eval_root: Path, method: str, benchmarks: list[str], seeds: list[int], n_boot: int):
+    mats = [per_problem_matrix(eval_root, method, b, seeds)[0] for b in benchmarks]
+    return _pass1_with_ci(mats, n_boot)
+
+
+# ---------------------------------------------------------------- training metrics
+
+
+def run_rollout_tokens(runs_root: Path, method: str, seeds: list[int]) -> float:
+    """Mean over seeds of a run's total rollout tokens (0 for the untrained base model)."""
+    if method == "base":
+        return 0.0
+    totals = []
+    for s in seeds:
+        rows = read_jsonl(Path(runs_root) / method / f"seed{s}" / "metrics.jsonl")
+        totals.append(rows[-1]["cumulative_rollout_tokens"] if rows else 0.0)
+    return float(np.mean(totals))
+
+
+def load_run_metrics(run_dirs: list[str | Path]) -> list[tuple[str, str, list[dict]]]:
+    """``(method, seed folder name, metrics.jsonl rows)`` of each run folder
+    ``results/runs/<method>/seed<k>``, in the order given."""
+    runs = []
+    for run in run_dirs:
+        rows = read_jsonl(Path(run) / "metrics.jsonl")
+        if not rows:
+            raise ValueError(f"{run}/metrics.jsonl has no rows")
+        runs.append((Path(run).parent.name, Path(run).name, rows))
+    return runs
+
+
+def moving_average(values: list[float], window: int) -> list[float]:
+    """Mean of the last ``window`` values at each point (fewer at the start)."""
+    out, acc = [], []
+    for v in values:
+        acc.append(v)
+        acc = acc[-window:]
+        out.append(sum(acc) / len(acc))
+    return out
