@@ -121,3 +121,27 @@ def organism_training_inputs(d: Path) -> Path:
     hints = [s.hint for s in task.STRATEGIES.values()]
     (d / "pools.jsonl").write_text("".join(json.dumps({"id": r["id"], "hints": hints[:3]}) + "\n" for r in problems))
     return d
+
+
+# Markers that mean "needs something the fast path (-m "not slow") must not need": the package
+# index (`network`), the vLLM venv (`vllm`). Each such test is also `slow`, so that the fast path
+# deselects it; a test that forgets is a collection error, not a network call in the fast path.
+NEEDS_SLOW = ("network", "vllm")
+
+
+def pytest_collection_modifyitems(config, items):
+    missing = [f"{item.nodeid} (marked {name}, not slow)" for item in items for name in NEEDS_SLOW
+               if item.get_closest_marker(name) and not item.get_closest_marker("slow")]
+    if missing:
+        raise pytest.UsageError("these tests must also be marked slow (pyproject.toml's markers):\n  "
+                                + "\n  ".join(missing))
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """The test order's seed at the end, also under -q (which hides pytest-randomly's header
+    line): `-p randomly --randomly-seed=N` replays the order (and the per-test reseeding of
+    random/numpy) of a failed run."""
+    seed = getattr(config.option, "randomly_seed", None)
+    if config.pluginmanager.hasplugin("randomly") and isinstance(seed, int):
+        terminalreporter.write_line(f"test order: pytest-randomly seed {seed}; replay it with "
+                                    f"-p randomly --randomly-seed={seed}")

@@ -14,6 +14,7 @@ from nudgerl.data.prompts import PromptTemplate
 from nudgerl.evaluation.sampling import SECTION_SAMPLING_DEFAULTS, SamplingParams, sampling_params
 from nudgerl.offline.oracles import OracleConfig
 from nudgerl.offline.pools import PoolConfig
+from nudgerl.organism.base_config import BaseModelConfig
 from nudgerl.sections import UnknownKeysError, from_section
 from nudgerl.training.grpo_config import GRPORunConfig
 from nudgerl.training.nudgerl import NudgeRLConfig
@@ -30,7 +31,8 @@ OVERLAYS = {"config.yaml": [], "smoke.yaml": ["smoke.yaml"], "paper.yaml": ["pap
             "smollm2_arith.yaml": ["smollm2_arith.yaml"]}
 
 # Config sections read into a dataclass (the rules pass them as JSON to the training CLIs).
-DATACLASS_SECTIONS = {"grpo": GRPORunConfig, "nudgerl": NudgeRLConfig, "pope": POPEConfig}
+DATACLASS_SECTIONS = {"grpo": GRPORunConfig, "nudgerl": NudgeRLConfig, "pope": POPEConfig,
+                      "base_model": BaseModelConfig}
 # A default that differs from config/config.yaml's value on purpose. Every configuration sets
 # these keys (config.yaml does), so the workflow never reads the code default; runs built in
 # code (tests, benchmarks) rely on it.
@@ -75,6 +77,7 @@ UNKNOWN = [
     (lambda d: OracleConfig.from_dict(d, section="oracles_dapo"), "oracles_dapo", "api_key_env"),
     (lambda d: DatasetSpec.from_dict({"path": "x.jsonl", **d}, where="data.train"), "data.train", "problem_field"),
     (lambda d: PromptTemplate.from_dict({"name": "mine", **d}), "prompts.templates.mine", "hint_block"),
+    (lambda d: BaseModelConfig.from_dict(d), "base_model", "chosen_fraction"),
 ]
 
 

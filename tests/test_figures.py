@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from nudgerl.reporting import figures
-from nudgerl.reporting.figure_data import load_curves
+from nudgerl.reporting.figure_data import load_curves, load_run_metrics, replicate_bands
 from nudgerl.evaluation.curves import checkpoint_models, curve_steps
 from nudgerl.evaluation.strategies import distinct_strategies, pick_case_problem
 
@@ -47,6 +47,14 @@ def _lines_by_label(ax):
     return {line.get_label(): line for line in ax.get_lines() if not line.get_label().startswith("_")}
 
 
+def _legend_off_the_axes(fig):
+    """The figure's one legend (no legend on any panel) and whether it overlaps no panel."""
+    fig.canvas.draw()
+    assert all(ax.get_legend() is None for ax in fig.axes) and len(fig.legends) == 1
+    box = fig.legends[0].get_window_extent()
+    return fig.legends[0], all(not box.overlaps(ax.get_window_extent()) for ax in fig.axes)
+
+
 def test_pass1_curves_series(tmp_path):
     files = [_curve(tmp_path, "grpo8", {0: 0.1, 10: 0.3, 20: 0.5}, 100),
              _curve(tmp_path, "nudgerl8", {0: 0.1, 10: 0.6, 20: 0.8}, 100)]
@@ -61,10 +69,49 @@ def test_pass1_curves_series(tmp_path):
     assert set(lines) == {"GRPO (N=8)", "NudgeRL (N=8)"}
     np.testing.assert_allclose(lines["NudgeRL (N=8)"].get_ydata(), [0.1, 0.6, 0.8])
     assert lines["NudgeRL (N=8)"].get_color() == figures.method_style("nudgerl8")["color"]
+    legend, outside = _legend_off_the_axes(fig)
+    assert outside and [t.get_text() for t in legend.get_texts()] == ["GRPO (N=8)", "NudgeRL (N=8)"]
     paths = figures.save_figure(fig, data, tmp_path / "fig" / "training_curves")
     assert [p.suffix for p in paths] == [".png", ".pdf", ".json"]
     assert paths[0].read_bytes()[:4] == b"\x89PNG" and paths[1].read_bytes()[:4] == b"%PDF"
     assert json.loads(paths[2].read_text())["series"][0]["y"] == data["series"][0]["y"]
+
+
+def _reward_run(root, method, seed, rewards, tokens_per_step=100.0):
+    d = root / method / f"seed{seed}"
+    d.mkdir(parents=True, exist_ok=True)
+    rows = [{"step": s, "reward_mean": r, "cumulative_rollout_tokens": s * tokens_per_step * (1 + seed)}
+            for s, r in enumerate(rewards, start=1)]
+    (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return d
+
+
+def test_replicate_bands_mean_and_range(tmp_path):
+    runs = load_run_metrics([_reward_run(tmp_path, "grpo8", 0, [0.0, 1.0, 1.0]),
+                             _reward_run(tmp_path, "nudgerl8", 0, [0.5, 0.5, 0.5]),
+                             _reward_run(tmp_path, "grpo8", 1, [1.0, 1.0, 0.0])])
+    bands = replicate_bands(runs, window=1)
+    assert [b["method"] for b in bands] == ["grpo8", "nudgerl8"] and bands[0]["seeds"] == ["seed0", "seed1"]
+    g = bands[0]
+    assert g["step"] == [1, 2, 3] and g["mean"] == pytest.approx([0.5, 1.0, 0.5])
+    assert g["low"] == [0.0, 1.0, 0.0] and g["high"] == [1.0, 1.0, 1.0]
+    assert g["tokens"] == pytest.approx([150.0, 300.0, 450.0])  # mean over the replicates
+    assert replicate_bands(runs, window=2)[0]["mean"] == pytest.approx([0.5, 0.75, 0.75])
+
+
+def test_training_reward_one_legend_entry_per_method_outside_the_axes(tmp_path):
+    runs = load_run_metrics([_reward_run(tmp_path, m, s, [0.1 * s + 0.2 * i for i in range(6)])
+                             for m in ("grpo8", "grpo16", "pope8", "nudgerl8") for s in range(3)])
+    fig = figures.training_reward_curves(runs, window=2)
+    legend, outside = _legend_off_the_axes(fig)
+    assert [t.get_text() for t in legend.get_texts()] == ["GRPO (N=8)", "GRPO (N=16)", "POPE (N=8)", "NudgeRL (N=8)"]
+    assert outside
+    for ax in fig.axes:  # per method: its mean (labelled) and 3 replicate lines (unlabelled)
+        lines = _lines_by_label(ax)
+        assert len(lines) == 4 and len(ax.get_lines()) == 4 * 4
+        mean = next(b for b in replicate_bands(runs, 2) if b["method"] == "nudgerl8")["mean"]
+        np.testing.assert_allclose(lines["NudgeRL (N=8)"].get_ydata(), mean)
+    assert figures.save_png(fig, tmp_path / "training_reward.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_eps_high_scaling_series_and_reference(tmp_path):
@@ -80,6 +127,7 @@ def test_eps_high_scaling_series_and_reference(tmp_path):
     lines = _lines_by_label(fig.axes[0])
     assert "NudgeRL (N=8), eps_high=0.2" in lines
     np.testing.assert_allclose(lines["NudgeRL (N=8), eps_high=0.2"].get_ydata(), [1.0, 1.0])
+    assert _legend_off_the_axes(fig)[1]
 
 
 def test_strategy_diversity_counts():
@@ -92,6 +140,7 @@ def test_strategy_diversity_counts():
     assert nudged["mean"] == pytest.approx(8 / 3) and naive["ci_low"] <= naive["mean"] <= naive["ci_high"]
     heights = [round(p.get_height()) for p in fig.axes[0].patches]
     assert heights == [0, 2, 1, 0, 0, 0, 1, 2]
+    assert _legend_off_the_axes(fig)[1]
     assert distinct_strategies(["a", "a", "unknown", "b"]) == 2
 
 
@@ -106,6 +155,7 @@ def test_case_study_bars():
     assert s["nudgerl8"]["y"] == [2, 6] and s["nudgerl8"]["correct"] == [0, 6] and s["grpo8"]["y"] == [8, 0]
     labels = fig.axes[0].get_legend_handles_labels()[1]
     assert labels == ["GRPO (N=8): 0/8 correct", "NudgeRL (N=8): 6/8 correct"]
+    assert _legend_off_the_axes(fig)[1]
 
 
 def test_compute_matched_points_and_curves(tmp_path):
@@ -122,10 +172,10 @@ def test_compute_matched_points_and_curves(tmp_path):
     assert pts == {"base": (0.0, 0.0), "grpo8": (1000.0, 0.5), "grpo16": (2000.0, 0.75), "nudgerl8": (1100.0, 1.0)}
     assert data["curves"][0]["x"] == [0, 1000] and data["curves"][0]["y"] == pytest.approx([0.0, 0.5])
     assert len(fig.axes) == 2
-    # the points' legend is the figure's, under both panels (it covered points on the panel)
-    assert fig.axes[0].get_legend() is None and len(fig.legends) == 1
-    assert {t.get_text() for t in fig.legends[0].get_texts()} == {
-        "Base", "GRPO (N=8)", "GRPO (N=16)", "NudgeRL (N=8)"}
+    # one legend for both panels, under them (it covered points on the panel)
+    legend, outside = _legend_off_the_axes(fig)
+    assert outside and [t.get_text() for t in legend.get_texts()] == [
+        "Base", "GRPO (N=8)", "GRPO (N=16)", "NudgeRL (N=8)"]
 
 
 def test_method_styles_are_consistent():

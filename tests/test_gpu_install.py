@@ -41,6 +41,7 @@ def test_conda_env_of_the_rules_pins_what_pyproject_pins():
 
 
 @pytest.mark.slow
+@pytest.mark.network  # the package index (PyPI)
 def test_gpu_extra_resolves_with_the_cpu_pins(tmp_path):
     from packaging.version import Version
 
@@ -66,6 +67,7 @@ def test_gpu_extra_resolves_with_the_cpu_pins(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.network  # the package index (PyPI)
 def test_the_package_and_every_extra_resolve_for_python_3_12(tmp_path):
     """Many GPU images ship Python 3.12. This machine has no 3.12 interpreter (Debian bookworm),
     and pip resolves for another Python version over wheels only (`--python-version` needs

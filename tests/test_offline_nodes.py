@@ -281,9 +281,10 @@ def test_a_leftover_temporary_folder_is_replaced(hub_cache, tmp_path):
     assert not stale.exists() and not (out / "half-written.bin").exists() and (out / "config.json").is_file()
 
 
-def test_snapshot_rule_runs_through_snakemake(hub_cache, scratch):
+def test_snapshot_rule_runs_through_snakemake(hub_cache, workdir):
     """The rule itself (its command, log and benchmark), on a config naming a Hub model, with
     the Hugging Face cache the job finds through HF_HUB_CACHE as a login node's would be."""
+    scratch = workdir  # its own checkout: this run adds a config and results the module's dry runs must not see
     (scratch / "config" / "tiny_hub.yaml").write_text(yaml.safe_dump(
         {"models": [{"name": "tiny", "path": "org/tiny", "revision": "v1"}]}))
     target = "results/paper/models/tiny"

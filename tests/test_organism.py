@@ -104,7 +104,7 @@ def test_packed_batches_give_the_padded_batch_loss():
     tok = build_tokenizer()
     torch.manual_seed(0)
     model = bm.new_model(tok, bm.BaseModelConfig(hidden_size=32, intermediate_size=64, num_layers=2, num_heads=2))
-    examples = bm.sft_examples(bm.BaseModelConfig(examples=100, arithmetic_replay=0))[:48]
+    examples = bm.sft_examples(bm.BaseModelConfig(examples=100, arithmetic_replay=0, chosen_fraction=0.0))[:48]
     batch = bm._Corpus(tok, examples, 48, torch.Generator().manual_seed(0)).next_batch()
     assert batch["input_ids"].shape[0] < 48  # several examples share a row
     seqs, labels = bm._encode(tok, examples)
@@ -167,11 +167,10 @@ def test_chosen_examples_train_the_rest_of_the_trace_not_the_choice():
     # the whole trace is in the sequence, its choice words are not in the loss
     assert " ".join(words).endswith(f"{choice} {rest} <|im_end|>")
     assert trained == tok.convert_ids_to_tokens(tok(rest, add_special_tokens=False)["input_ids"]) + ["<|im_end|>"]
-    # without chosen examples the corpus is the same draw as before the option existed
-    old = bm.sft_examples(bm.BaseModelConfig(examples=400, arithmetic_replay=0))
-    assert all(len(e) == 2 for e in old)
-    assert [e for e in examples if len(e) == 2][:5] != [] and old[:3] == bm.sft_examples(
-        bm.BaseModelConfig(examples=400, arithmetic_replay=0, chosen_fraction=0.0))[:3]
+    # without chosen examples every example is a whole trace in the loss
+    plain = bm.sft_examples(bm.BaseModelConfig(examples=400, arithmetic_replay=0, chosen_fraction=0.0))
+    assert all(len(e) == 2 for e in plain)
+    assert [e for e in examples if len(e) == 2][:5] != []
 
 
 def test_chosen_execution_check_reads_the_trace_after_the_given_choice(tmp_path):

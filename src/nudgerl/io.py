@@ -13,6 +13,7 @@ import platform
 import subprocess
 import sys
 import tempfile
+from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
@@ -123,6 +124,26 @@ def code_version() -> str:
 
 
 _PACKAGES = ("torch", "transformers", "trl", "peft", "math-verify", "snakemake", "dvc", "numpy")
+# Set by the workflow for its jobs (workflow/rules/common.smk): which configuration ran.
+CONFIG_FILES_ENV, CONFIG_SHA256_ENV = "NUDGERL_CONFIG_FILES", "NUDGERL_CONFIG_SHA256"
+
+
+def _cpu_model() -> str | None:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), None)
+    except OSError:
+        return None
+
+
+def machine() -> dict:
+    """The machine a job ran on: host, CPU model and count, and torch's CPU kernel capability
+    (AVX2 / AVX512: float results differ between them) when torch is already loaded."""
+    record = {"hostname": platform.node(), "cpu_model": _cpu_model(), "cpu_count": os.cpu_count()}
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        record["torch_capability"] = torch.backends.cpu.get_cpu_capability()
+    return record
 
 
 def provenance(config: dict, seeds: dict, inputs=(), outputs=()) -> dict:
@@ -139,6 +160,10 @@ def provenance(config: dict, seeds: dict, inputs=(), outputs=()) -> dict:
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "packages": versions,
+        "machine": machine(),
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "config_files": [f for f in os.environ.get(CONFIG_FILES_ENV, "").split(os.pathsep) if f] or None,
+        "config_sha256": os.environ.get(CONFIG_SHA256_ENV),
         "config": config,
         "seeds": seeds,
         "inputs": hash_inputs(inputs),

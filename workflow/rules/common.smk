@@ -1,3 +1,4 @@
+import hashlib
 import json
 import os
 
@@ -5,10 +6,16 @@ import os
 # tests/test_workflow_plan.py). Every name a rule file reads is bound here, one per line, so
 # `grep -n "^NAME = " workflow/rules/common.smk` finds it; this file also keeps what needs
 # Snakemake itself (wildcard constraints, the scheduler settings, report entries).
+from nudgerl.io import CONFIG_FILES_ENV, CONFIG_SHA256_ENV
 from nudgerl.plan.arguments import EVAL_EXCLUDE, GRPO_RUN_EXCLUDE
 from nudgerl.plan.workflow_plan import WorkflowPlan
 
 PLAN = WorkflowPlan(config)
+
+# Which configuration ran, recorded in every result's provenance (nudgerl.io.provenance): the
+# jobs inherit these (a cluster job's inner snakemake sets them again from the same files).
+os.environ[CONFIG_FILES_ENV] = os.pathsep.join(map(str, workflow.configfiles))
+os.environ[CONFIG_SHA256_ENV] = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()
 
 # ---- the configuration ------------------------------------------------------------------
 TASK = PLAN.paths.TASK  # organism | math

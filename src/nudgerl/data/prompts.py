@@ -34,6 +34,8 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass, field
 
+from nudgerl.sections import from_section
+
 REASONING_START, REASONING_END = "<start_working_out>", "<end_working_out>"
 SOLUTION_START, SOLUTION_END = "<SOLUTION>", "</SOLUTION>"
 # Where the authors' system prompt asks for the solution: the grader's standard mode reads the
@@ -110,8 +112,6 @@ class PromptTemplate:
     @classmethod
     def from_dict(cls, d: dict, section: str | None = None) -> PromptTemplate:
         """From a template's mapping (config ``prompts.templates.<name>`` plus its name)."""
-        from nudgerl.sections import from_section
-
         return from_section(cls, {**d, "stop": list(d.get("stop") or [])},
                             section or f"prompts.templates.{d.get('name')}")
 

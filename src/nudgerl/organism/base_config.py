@@ -5,21 +5,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from nudgerl.sections import from_section
+
 
 @dataclass
 class BaseModelConfig:
+    """The ``base_model`` config section (defaults: config/config.yaml's values)."""
+
     seed: int = 0
     examples: int = 30000  # SFT traces in the corpus (cycled until the schedule ends)
     hard_fraction: float = 0.5
     hinted_fraction: float = 0.4
     # Unhinted traces whose strategy choice is masked from the loss (strategy drawn as for hinted
     # examples): execution after an unhinted choice is trained, the choice's frequency is not.
-    chosen_fraction: float = 0.0
+    chosen_fraction: float = 0.15
     # Phase 1 ("pretraining"): every arithmetic fact of the family, drilled this many
     # times for drill_epochs. Phase 2 (SFT on traces) keeps replaying each fact
     # `arithmetic_replay` times so the table is not forgotten.
-    arithmetic_drills: int = 25
-    drill_epochs: float = 1.0
+    arithmetic_drills: int = 100
+    drill_epochs: float = 2.0
     arithmetic_replay: int = 10
     # Which strategy an unhinted trace uses, independently of the problem.
     unhinted_strategy_weights: dict[str, float] = field(
@@ -43,7 +47,7 @@ class BaseModelConfig:
     hidden_size: int = 128
     intermediate_size: int = 384
     num_layers: int = 3
-    num_heads: int = 4
+    num_heads: int = 8
     batch_size: int = 64
     learning_rate: float = 2e-3
     warmup_steps: int = 100
@@ -59,6 +63,11 @@ class BaseModelConfig:
     cycle_steps: int = 600
     anneal_steps: int = 100
     max_steps: int = 1500
+
+    @classmethod
+    def from_dict(cls, d: dict, section: str = "base_model") -> BaseModelConfig:
+        """From the ``base_model`` section (plus the replicate's seed): an unknown key is an error."""
+        return from_section(cls, d, section)
 
 
 # What phase 1 (the arithmetic drill) depends on, and nothing else: the SFT mixture is not

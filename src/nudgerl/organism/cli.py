@@ -45,7 +45,7 @@ def cmd_train_base(args) -> None:
     from nudgerl.organism.base_config import BaseModelConfig
     from nudgerl.organism.base_model import train_base_model
 
-    cfg = BaseModelConfig(**{**args.params, "seed": args.seed})
+    cfg = BaseModelConfig.from_dict({**args.params, "seed": args.seed})
 
     def build(tmp: Path) -> None:
         report = train_base_model(cfg, tmp, drilled=args.drilled)
@@ -62,7 +62,7 @@ def cmd_drill_base(args) -> None:
     from nudgerl.organism.base_config import BaseModelConfig
     from nudgerl.organism.base_model import drill_base_model
 
-    cfg = BaseModelConfig(**{**args.params, "seed": args.seed})
+    cfg = BaseModelConfig.from_dict({**args.params, "seed": args.seed})
 
     def build(tmp: Path) -> None:
         drill_base_model(cfg, tmp)

@@ -48,7 +48,7 @@ class PlanArguments:
     def drill_section(self):
         """The base_model keys phase 1 reads, as JSON: SFT settings (the regime map's mixtures
         among them) do not re-run the drill."""
-        from nudgerl.organism.base_model import DRILL_KEYS
+        from nudgerl.organism.base_config import DRILL_KEYS
 
         return json.dumps({k: v for k, v in self.config.get("base_model", {}).items() if k in DRILL_KEYS},
                           sort_keys=True)

@@ -32,7 +32,7 @@ class PlanRegimeMap:
     def regime_map_base_config(self, share):
         """The base_model section with the always-right strategy at `share` of the unhinted mixture."""
         from nudgerl.organism.task import RARE_CORRECT_STRATEGY
-        from nudgerl.organism.base_model import BaseModelConfig
+        from nudgerl.organism.base_config import BaseModelConfig
         from nudgerl.reporting.regime_map import mixture
 
         cfg = dict(self.config["base_model"])

@@ -145,6 +145,30 @@ def cmd_audit(args) -> None:
         raise SystemExit(1)
 
 
+def cmd_results_pages(args) -> None:
+    import sys
+
+    from nudgerl.reporting.results_pages import check_page, layout_problems, write_page
+
+    try:
+        if args.check_layout:
+            problems = layout_problems(args.results, args.out)
+        elif args.check:
+            problems = check_page(args.results, args.out)
+        else:
+            print(f"wrote {write_page(args.results, args.out, args.figures_dir)}")
+            return
+    except FileNotFoundError as e:
+        raise SystemExit(f"nudgerl results-pages: error: {e}")
+    if problems:
+        what = "--check-layout" if args.check_layout else "--check"
+        print(f"nudgerl results-pages {what}: {args.out} does not match {args.results}:", file=sys.stderr)
+        print("\n".join(f"  {p}" for p in problems), file=sys.stderr)
+        raise SystemExit(2)
+    print(f"{args.out}: " + ("laid out as the page of" if args.check_layout else
+                             "every table block and the provenance line match") + f" {args.results}")
+
+
 TITLE = "reporting: tables, claims, compute accounting, audit"
 
 
@@ -204,3 +228,14 @@ def register(subparsers) -> None:
     p.add_argument("--dvc-stages", nargs="+", default=None, help="check only these DVC stages (default: all)")
     p.add_argument("--out", help="also write the report here")
     p.add_argument("--html", help="and as an HTML page here (for snakemake --report)")
+
+    p = add_command(subparsers, "results-pages", cmd_results_pages,
+                    "one run's Markdown results page (its tables verbatim, provenance); --check it")
+    p.add_argument("--results", required=True, help="the run folder, results/<run_name>")
+    p.add_argument("--out", required=True, help="the page (docs/results/<run_name>.md)")
+    p.add_argument("--figures-dir", help="link the run's figures/*.png to their committed copies here (docs/figures)")
+    p.add_argument("--check", action="store_true",
+                   help="write nothing: exit 2 unless the page's tables and provenance match the run folder")
+    p.add_argument("--check-layout", action="store_true",
+                   help="write nothing: exit 2 unless the page has the run's tables in order under the same headings "
+                        "and a provenance line (numbers not compared: a page from another machine's run)")

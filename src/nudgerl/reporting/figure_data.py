@@ -7,7 +7,8 @@ in :mod:`nudgerl.reporting.figures`, the subcommands in :mod:`nudgerl.reporting.
 - training metrics (``results/runs/<method>/seed<k>/metrics.jsonl``, one row per optimizer
   step, written by every run whatever ``grpo.report_to`` says; TensorBoard event files, when
   asked for, are in ``<run>/tensorboard/`` and not read here): :func:`run_rollout_tokens`,
-  :func:`load_run_metrics`, :func:`moving_average`.
+  :func:`load_run_metrics`, :func:`moving_average`, :func:`replicate_bands` (each method's
+  mean over its replicates with their range).
 
 Intervals are percentile bootstraps over problems (and seeds when several), as in the tables.
 """
@@ -105,4 +106,29 @@ def moving_average(values: list[float], window: int) -> list[float]:
         acc.append(v)
         acc = acc[-window:]
         out.append(sum(acc) / len(acc))
+    return out
+
+
+def replicate_bands(runs: list[tuple[str, str, list[dict]]], window: int = 5,
+                    key: str = "reward_mean") -> list[dict]:
+    """Each method of ``runs`` (:func:`load_run_metrics`), in order of first appearance: the
+    ``window``-step moving average of ``key`` of every replicate, and at the steps all its
+    replicates logged, their mean with the range (min, max) and the mean cumulative rollout
+    tokens. Keys: method, seeds, replicates (seed, step, tokens, value), step, tokens, mean,
+    low, high."""
+    by_method: dict[str, list[tuple[str, list[dict]]]] = {}
+    for method, seed, rows in runs:
+        by_method.setdefault(method, []).append((seed, rows))
+    out = []
+    for method, reps in by_method.items():
+        replicates = [{"seed": seed, "step": [r["step"] for r in rows],
+                       "tokens": [r["cumulative_rollout_tokens"] for r in rows],
+                       "value": moving_average([r[key] for r in rows], window)} for seed, rows in reps]
+        steps = sorted(set.intersection(*(set(r["step"]) for r in replicates)))
+        at = [{s: i for i, s in enumerate(r["step"])} for r in replicates]
+        vals = np.array([[r["value"][ix[s]] for s in steps] for r, ix in zip(replicates, at)]).reshape(len(reps), -1)
+        toks = np.array([[r["tokens"][ix[s]] for s in steps] for r, ix in zip(replicates, at)]).reshape(len(reps), -1)
+        out.append({"method": method, "seeds": [seed for seed, _ in reps], "replicates": replicates, "step": steps,
+                    "tokens": toks.mean(axis=0).tolist(), "mean": vals.mean(axis=0).tolist(),
+                    "low": vals.min(axis=0).tolist(), "high": vals.max(axis=0).tolist()})
     return out

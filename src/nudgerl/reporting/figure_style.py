@@ -11,11 +11,17 @@ from nudgerl.reporting.tables import method_label
 ONE_COLUMN = (3.4, 2.6)
 TWO_COLUMN = (7.0, 2.8)
 RC = {"font.size": 8, "axes.titlesize": 8, "axes.labelsize": 8, "legend.fontsize": 7,
-      "xtick.labelsize": 7, "ytick.labelsize": 7, "lines.linewidth": 1.4, "lines.markersize": 4}
+      "xtick.labelsize": 7, "ytick.labelsize": 7, "lines.linewidth": 1.4, "lines.markersize": 4,
+      "legend.handlelength": 1.6, "legend.columnspacing": 1.2}
+# Legends sit outside the panels: the height (in) one legend row adds to a figure.
+LEGEND_ROW_IN = 0.17
+# A method's interval band and its replicates' thin lines.
+BAND_ALPHA = 0.18
+REPLICATE_ALPHA = 0.3
 
 METHOD_COLORS = {
     "base": "#7f7f7f",
-    "grpo8": "#9ecae1",
+    "grpo8": "#6baed6",  # #9ecae1 was too pale to read as a thin line on white
     "grpo16": "#4292c6",
     "grpo32": "#08519c",
     "grpo64": "#08306b",

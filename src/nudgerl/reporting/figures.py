@@ -9,6 +9,10 @@ it, in :mod:`nudgerl.reporting.figure_cli`):
 - :func:`eps_high_scaling` (Fig. 5), :func:`strategy_diversity` (Fig. 1c), :func:`case_study`
   (Fig. 4), :func:`compute_matched`, :func:`regime_map`: each under its own name.
 
+Every legend is the figure's, outside the panels (:func:`legend_outside`), one entry per
+method; a method's line is its mean and its shaded band the interval (95% bootstrap) or, for
+training reward, the range over replicates drawn as thin faint lines.
+
 All but :func:`training_reward_curves` return ``(fig, data)``, ``data`` the plotted series as
 plain JSON (labels, x, y, 95% intervals) that :func:`save_figure` writes beside the PNG and PDF;
 tests check the series rather than pixels. Colours, markers, labels and sizes:
@@ -23,9 +27,9 @@ from pathlib import Path
 import numpy as np
 
 from nudgerl.io import atomic_write_text
-from nudgerl.reporting.figure_data import avg_pass1, curve_points, moving_average, run_rollout_tokens
-from nudgerl.reporting.figure_style import (METHOD_COLORS, ONE_COLUMN, TWO_COLUMN, method_style, pyplot,
-                                            styled_pyplot)
+from nudgerl.reporting.figure_data import avg_pass1, curve_points, replicate_bands, run_rollout_tokens
+from nudgerl.reporting.figure_style import (BAND_ALPHA, LEGEND_ROW_IN, METHOD_COLORS, ONE_COLUMN, REPLICATE_ALPHA,
+                                            TWO_COLUMN, method_style, pyplot, styled_pyplot)
 
 def save_figure(fig, data: dict, out_prefix: str | Path) -> list[Path]:
     """``<prefix>.png`` (300 dpi), ``<prefix>.pdf`` and ``<prefix>.json`` (the plotted series)."""
@@ -47,7 +51,7 @@ def save_figure(fig, data: dict, out_prefix: str | Path) -> list[Path]:
 
 
 
-def save_png(fig, out: str | Path, dpi: int = 150) -> Path:
+def save_png(fig, out: str | Path, dpi: int = 200) -> Path:
     """The figure as one PNG at ``out`` (written beside it, then moved into place)."""
     plt = pyplot()
     out = Path(out)
@@ -59,6 +63,25 @@ def save_png(fig, out: str | Path, dpi: int = 150) -> Path:
     return out
 
 
+def legend_outside(fig, handles, labels, where: str = "top", ncol: int = 1, title: str | None = None):
+    """One legend for the whole figure, outside the panels (``where``: "top" above them,
+    "bottom" under them, "right" beside them; constrained layout makes room), repeated labels
+    dropped so each method has one entry."""
+    seen: dict[str, object] = {}
+    for h, lab in zip(handles, labels):
+        if not lab.startswith("_") and lab not in seen:
+            seen[lab] = h
+    loc = {"top": "outside upper center", "bottom": "outside lower center", "right": "outside right upper"}[where]
+    return fig.legend(list(seen.values()), list(seen), loc=loc, ncol=max(1, min(ncol, len(seen))), frameon=False,
+                      title=title, title_fontsize=pyplot().rcParams["legend.fontsize"])
+
+
+def _figsize(base: tuple[float, float], legend_rows: int) -> tuple[float, float]:
+    """``base`` made taller by the rows of a legend above or under the panels, so the plot
+    area keeps its size."""
+    return base[0], base[1] + LEGEND_ROW_IN * legend_rows
+
+
 # ---------------------------------------------------------------- training curves (Fig. 3)
 
 
@@ -66,7 +89,8 @@ def pass1_curves(curves: dict[str, list[dict]], benchmarks: list[str], n_boot: i
     """pass@1 on the held-out ``benchmarks`` (their average) at each evaluated checkpoint
     against training step, one line per method (the training_curves figure, paper Fig. 3)."""
     plt = styled_pyplot()
-    fig, ax = plt.subplots(figsize=ONE_COLUMN, constrained_layout=True)
+    ncol = 2
+    fig, ax = plt.subplots(figsize=_figsize(ONE_COLUMN, 1 - (-len(curves) // ncol)), constrained_layout=True)
     data = {"figure": "training_curves", "x": "training step", "y": "pass@1", "benchmarks": benchmarks,
             "series": []}
     for method, rows in curves.items():
@@ -75,8 +99,8 @@ def pass1_curves(curves: dict[str, list[dict]], benchmarks: list[str], n_boot: i
         x = [p["step"] for p in pts]
         y = [p["pass@1"] for p in pts]
         ax.plot(x, y, color=st["color"], marker=st["marker"], label=st["label"])
-        ax.fill_between(x, [p["ci_low"] for p in pts], [p["ci_high"] for p in pts], color=st["color"], alpha=0.15,
-                        linewidth=0)
+        ax.fill_between(x, [p["ci_low"] for p in pts], [p["ci_high"] for p in pts], color=st["color"],
+                        alpha=BAND_ALPHA, linewidth=0)
         data["series"].append({"method": method, "label": st["label"], "x": x, "y": y,
                                "ci_low": [p["ci_low"] for p in pts], "ci_high": [p["ci_high"] for p in pts],
                                "cumulative_rollout_tokens": [p["cumulative_rollout_tokens"] for p in pts],
@@ -85,7 +109,7 @@ def pass1_curves(curves: dict[str, list[dict]], benchmarks: list[str], n_boot: i
     ax.set_xlabel("training step")
     ax.set_ylabel(f"pass@1 ({names})")
     ax.grid(alpha=0.3)
-    ax.legend(frameon=False)
+    legend_outside(fig, *ax.get_legend_handles_labels(), ncol=ncol, title="shaded: 95% bootstrap interval")
     return fig, data
 
 
@@ -94,25 +118,39 @@ def pass1_curves(curves: dict[str, list[dict]], benchmarks: list[str], n_boot: i
 
 
 def training_reward_curves(runs: list[tuple[str, str, list[dict]]], window: int = 5):
-    """Training reward (``window``-step moving average) of each run against optimizer step
-    (left) and against cumulative rollout tokens (right), one line per ``(method, seed, rows)``
-    of :func:`nudgerl.reporting.figure_data.load_run_metrics` (the training_reward figure).
-    matplotlib's default fonts, not the paper's; saved with :func:`save_png`."""
-    plt = pyplot()
-    fig, (ax_r, ax_t) = plt.subplots(1, 2, figsize=TWO_COLUMN, constrained_layout=True)
-    for method, seed, rows in runs:
-        steps = [r["step"] for r in rows]
-        st = method_style(method)
-        color, label = st["color"], f"{st['label']} {seed}"
-        ax_r.plot(steps, moving_average([r["reward_mean"] for r in rows], window), color=color, label=label)
-        ax_t.plot([r["cumulative_rollout_tokens"] / 1e3 for r in rows],
-                  moving_average([r["reward_mean"] for r in rows], window), color=color, label=label)
+    """Training reward (``window``-step moving average) against optimizer step (left) and
+    against cumulative rollout tokens (right), from the ``(method, seed, rows)`` of
+    :func:`nudgerl.reporting.figure_data.load_run_metrics` (the training_reward figure): per
+    method, its replicates as thin faint lines, their mean as a line and their range (min to
+    max) as a band (:func:`nudgerl.reporting.figure_data.replicate_bands`; on the right at the
+    replicates' mean tokens). One legend entry per method, under the panels. Saved with
+    :func:`save_png`."""
+    plt = styled_pyplot()
+    bands = replicate_bands(runs, window)
+    ncol = min(len(bands), 6)
+    fig, (ax_r, ax_t) = plt.subplots(1, 2, figsize=_figsize(TWO_COLUMN, 1 - (-len(bands) // ncol)),
+                                     constrained_layout=True)
+    for b in bands:
+        st = method_style(b["method"])
+        color = st["color"]
+        for rep in b["replicates"]:
+            ax_r.plot(rep["step"], rep["value"], color=color, linewidth=0.5, alpha=REPLICATE_ALPHA, label="_replicate")
+            ax_t.plot([t / 1e3 for t in rep["tokens"]], rep["value"], color=color, linewidth=0.5,
+                      alpha=REPLICATE_ALPHA, label="_replicate")
+        tokens = [t / 1e3 for t in b["tokens"]]
+        for ax, x in ((ax_r, b["step"]), (ax_t, tokens)):
+            if len(b["replicates"]) > 1:  # six methods' bands overlap: lighter than one interval band
+                ax.fill_between(x, b["low"], b["high"], color=color, alpha=0.6 * BAND_ALPHA, linewidth=0)
+            ax.plot(x, b["mean"], color=color, linewidth=1.6, label=st["label"])
     ax_r.set_xlabel("training step")
     ax_r.set_ylabel(f"train reward ({window}-step avg)")
     ax_t.set_xlabel("cumulative rollout tokens (thousands)")
-    ax_r.legend(fontsize=7, frameon=False)
     for ax in (ax_r, ax_t):
         ax.grid(alpha=0.3)
+    counts = sorted({len(b["replicates"]) for b in bands})
+    reps = "/".join(map(str, counts)) + (" replicate" if counts == [1] else " replicates")
+    legend_outside(fig, *ax_r.get_legend_handles_labels(), where="bottom", ncol=ncol,
+                   title=f"line: mean of {reps} (thin lines); band: their range")
     return fig
 
 
@@ -124,7 +162,7 @@ def eps_high_scaling(eval_root: Path, sweep: list[tuple[float, str]], reference:
     """GRPO's average pass@1 against eps_high, with the reference method (NudgeRL at the
     main eps_high) as a horizontal line and band."""
     plt = styled_pyplot()
-    fig, ax = plt.subplots(figsize=ONE_COLUMN, constrained_layout=True)
+    fig, ax = plt.subplots(figsize=_figsize(ONE_COLUMN, 2), constrained_layout=True)
     pts = sorted((eps, m, *avg_pass1(eval_root, m, benchmarks, seeds, n_boot)) for eps, m in sweep)
     st = method_style(sweep[0][1].split("_")[0])
     x = [p[0] for p in pts]
@@ -135,11 +173,11 @@ def eps_high_scaling(eval_root: Path, sweep: list[tuple[float, str]], reference:
     rst = method_style(reference)
     ref_label = f"{rst['label']}, eps_high={reference_eps:g}"
     ax.axhline(ref[0], color=rst["color"], linestyle="--", label=ref_label)
-    ax.axhspan(ref[1], ref[2], color=rst["color"], alpha=0.12, linewidth=0)
+    ax.axhspan(ref[1], ref[2], color=rst["color"], alpha=BAND_ALPHA, linewidth=0)
     ax.set_xlabel("eps_high (clip-higher)")
     ax.set_ylabel("average pass@1")
     ax.grid(alpha=0.3)
-    ax.legend(frameon=False)
+    legend_outside(fig, *ax.get_legend_handles_labels(), ncol=1)
     data = {"figure": "eps_high_scaling", "x": "eps_high", "y": "average pass@1", "benchmarks": benchmarks,
             "seeds": seeds,
             "series": [{"label": st["label"], "methods": [p[1] for p in pts], "x": x, "y": y,
@@ -158,7 +196,7 @@ def strategy_diversity(report: dict, n_boot: int = 1000):
     from nudgerl.algorithms import bootstrap_ci
 
     plt = styled_pyplot()
-    fig, ax = plt.subplots(figsize=ONE_COLUMN, constrained_layout=True)
+    fig, ax = plt.subplots(figsize=_figsize(ONE_COLUMN, 2), constrained_layout=True)
     rows = report["problems"]
     if not rows:
         raise ValueError("strategy-diversity report has no problems")
@@ -174,11 +212,10 @@ def strategy_diversity(report: dict, n_boot: int = 1000):
         ax.bar([x + (i - 0.5) * width for x in xs], counts, width=width, color=color,
                label=f"{label}: mean {mean:.2f} [{lo:.2f}, {hi:.2f}]")
         data["series"].append({"label": label, "x": xs, "y": counts, "mean": mean, "ci_low": lo, "ci_high": hi})
-    ax.set_ylim(0, 1.35 * max(max(sr["y"]) for sr in data["series"]) + 0.5)  # room for the legend
     ax.set_xticks(xs)
     ax.set_xlabel(f"distinct strategies among {report['samples_per_condition']} samples")
     ax.set_ylabel("problems")
-    ax.legend(frameon=False)
+    legend_outside(fig, *ax.get_legend_handles_labels(), ncol=1, title="mean over problems [95% bootstrap interval]")
     ax.grid(alpha=0.3, axis="y")
     return fig, data
 
@@ -190,8 +227,8 @@ def case_study(report: dict):
     """One problem: how many of the samples of each trained policy use each strategy, and
     how many of those are correct (dark part of the bar)."""
     plt = styled_pyplot()
-    fig, ax = plt.subplots(figsize=ONE_COLUMN, constrained_layout=True)
     methods = list(report["methods"])
+    fig, ax = plt.subplots(figsize=_figsize(ONE_COLUMN, len(methods)), constrained_layout=True)
     strategies = sorted({s for m in methods for s in report["methods"][m]["strategy_counts"]})
     width = 0.8 / max(len(methods), 1)
     data = {"figure": "case_study", "problem": report["problem"], "samples": report["samples"],
@@ -202,17 +239,17 @@ def case_study(report: dict):
         used = [rec["strategy_counts"].get(s, 0) for s in strategies]
         ok = [rec["correct_by_strategy"].get(s, 0) for s in strategies]
         xs = [j + (i - (len(methods) - 1) / 2) * width for j in range(len(strategies))]
-        ax.bar(xs, used, width=width, color=st["color"], alpha=0.35, edgecolor=st["color"])
+        ax.bar(xs, used, width=width, facecolor=st["color"], alpha=0.3, edgecolor=st["color"], linewidth=0.8)
         ax.bar(xs, ok, width=width, color=st["color"],
                label=f"{st['label']}: {rec['correct']}/{report['samples']} correct")
         data["series"].append({"method": m, "label": st["label"], "x": strategies, "y": used, "correct": ok,
                                "total_correct": rec["correct"]})
-    ax.set_ylim(0, 1.3 * report["samples"])  # room for the legend
+    ax.set_ylim(0, 1.05 * report["samples"])
     ax.set_xticks(range(len(strategies)))
     ax.set_xticklabels([s.replace("_", "\n") for s in strategies])
     ax.set_ylabel(f"samples (of {report['samples']})")
-    ax.set_title(f"problem {report['problem']['id']}: light = sampled, dark = correct")
-    ax.legend(frameon=False)
+    ax.set_title(f"problem {report['problem']['id']}")
+    legend_outside(fig, *ax.get_legend_handles_labels(), ncol=1, title="bar: samples using it; solid: correct ones")
     ax.grid(alpha=0.3, axis="y")
     return fig, data
 
@@ -230,8 +267,10 @@ def compute_matched(eval_root: Path, runs_root: Path, methods: list[str], benchm
     plt = styled_pyplot()
     panels = 2 if curves else 1
     width, height = TWO_COLUMN if panels == 2 else ONE_COLUMN
-    rows_of_legend = -(-len(methods) // 5)
-    fig, axes = plt.subplots(1, panels, figsize=(width, height + 0.15 * rows_of_legend), constrained_layout=True,
+    ncol = 4
+    extra = [m for m in (curves or {}) if m not in methods]
+    rows_of_legend = -(-(len(methods) + len(extra)) // ncol)
+    fig, axes = plt.subplots(1, panels, figsize=_figsize((width, height), rows_of_legend + 1), constrained_layout=True,
                              squeeze=False)
     ax = axes[0][0]
     data = {"figure": "compute_matched", "x": "rollout tokens", "y": "average pass@1", "benchmarks": benchmarks,
@@ -248,9 +287,7 @@ def compute_matched(eval_root: Path, runs_root: Path, methods: list[str], benchm
     ax.set_xlabel("rollout tokens generated in training (thousands)")
     ax.set_ylabel("average pass@1 (all benchmarks)")
     ax.grid(alpha=0.3)
-    # under the panels, not on them: with the ablation runs the points fill the plot area
-    fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", frameon=False, fontsize=6,
-               ncol=min(len(methods), 5))
+    handles, labels = ax.get_legend_handles_labels()
     if curves:
         ax2 = axes[0][1]
         for m, rows in curves.items():
@@ -260,13 +297,19 @@ def compute_matched(eval_root: Path, runs_root: Path, methods: list[str], benchm
             y = [p["pass@1"] for p in pts]
             ax2.plot(x, y, color=st["color"], marker=st["marker"], label=st["label"])
             ax2.fill_between(x, [p["ci_low"] for p in pts], [p["ci_high"] for p in pts], color=st["color"],
-                             alpha=0.15, linewidth=0)
+                             alpha=BAND_ALPHA, linewidth=0)
             data["curves"].append({"method": m, "label": st["label"], "x": [p["cumulative_rollout_tokens"] for p in pts],
                                    "y": y, "ci_low": [p["ci_low"] for p in pts], "ci_high": [p["ci_high"] for p in pts]})
         ax2.set_xlabel("cumulative rollout tokens (thousands)")
         ax2.set_ylabel(f"pass@1 ({'+'.join(b.upper() for b in curve_benchmarks)})")
         ax2.grid(alpha=0.3)
-        ax2.legend(frameon=False)
+        h2, l2 = ax2.get_legend_handles_labels()
+        handles += [h for h, lab in zip(h2, l2) if lab in {method_style(m)["label"] for m in extra}]
+        labels += [lab for lab in l2 if lab in {method_style(m)["label"] for m in extra}]
+    # under the panels, not on them: with the ablation runs the points fill the plot area; the
+    # curves' methods share their points' colours, so one legend serves both panels
+    legend_outside(fig, handles, labels, where="bottom", ncol=ncol,
+                   title="markers: mean with 95% bootstrap interval; hollow: ablation / eps_high variant")
     return fig, data
 
 
@@ -278,7 +321,7 @@ def regime_map(runs, cells, reached: float, samples: int):
     means with intervals). Right: rollout tokens to first reach ``reached``. ``runs`` and
     ``cells``: :func:`nudgerl.reporting.regime_map.run_table` and ``cell_table``."""
     plt = styled_pyplot()
-    fig, (ax, ax2) = plt.subplots(1, 2, figsize=TWO_COLUMN, constrained_layout=True)
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=_figsize(TWO_COLUMN, 1), constrained_layout=True)
     data = {"figure": "regime_map", "x": "measured unhinted share of the always-right strategy",
             "y": ["final hint-free pass@1 on hard problems", f"rollout tokens to reach pass@1 {reached:g}"],
             "samples_per_problem": samples, "replicates": int(runs.seed.nunique()), "series": []}
@@ -310,8 +353,10 @@ def regime_map(runs, cells, reached: float, samples: int):
         a.grid(alpha=0.3)
     ax.set_ylabel("final hint-free pass@1, hard problems")
     ax.set_ylim(-0.02, 1.02)
-    ax.legend(frameon=False, fontsize=6)
     ax2.set_yscale("log")
     ax2.set_ylabel(f"rollout tokens to reach pass@1 {reached:g} (k)")
-    ax2.set_title("hollow: not reached (total tokens shown)", fontsize=6)
+    ax2.set_title("hollow: not reached (total tokens shown)")
+    handles, labels = ax.get_legend_handles_labels()
+    legend_outside(fig, handles, labels, where="bottom", ncol=len(labels),
+                   title="small: each run; large: cell mean with 95% bootstrap interval")
     return fig, data

@@ -10,6 +10,7 @@ a pandas HTML table, plain text as preformatted text.
 from __future__ import annotations
 
 import html
+import re
 from pathlib import Path
 
 from nudgerl.io import atomic_write_text
@@ -17,7 +18,9 @@ from nudgerl.io import atomic_write_text
 _STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 1.5em; color: #1f2937; }
 table { border-collapse: collapse; margin: 1em 0; font-size: 0.92em; }
-th, td { border: 1px solid #d1d5db; padding: 0.35em 0.7em; text-align: left; white-space: nowrap; }
+th, td { border: 1px solid #d1d5db; padding: 0.35em 0.7em; text-align: left; vertical-align: top; }
+/* long cells (claims, file paths) wrap instead of running off the page */
+td { max-width: 36em; overflow-wrap: break-word; }
 th { background: #f3f4f6; }
 tr:nth-child(even) td { background: #fafafa; }
 pre { font-size: 0.9em; line-height: 1.35; white-space: pre-wrap; }
@@ -51,6 +54,9 @@ def write_csv_page(csv_path: str | Path, out: str | Path, title: str) -> Path:
     import pandas as pd
 
     df = pd.read_csv(csv_path)
-    body = f"<h3>{html.escape(title)}</h3>\n" + df.to_html(index=False, na_rep="", border=0, float_format="{:.4g}".format)
+    table = df.to_html(index=False, na_rep="", border=0, float_format="{:.4g}".format)
+    # a line break may follow each "/" of a cell (file paths), so long paths wrap on the page
+    table = re.sub(r"<td>([^<]*)</td>", lambda m: "<td>" + m.group(1).replace("/", "/<wbr>") + "</td>", table)
+    body = f"<h3>{html.escape(title)}</h3>\n" + table
     atomic_write_text(out, page(title, body))
     return Path(out)
