@@ -2,8 +2,8 @@
 stages against an OpenAI-compatible endpoint (the local test server), commits dvc.lock and
 pushes to a DVC remote (a local folder); B clones, pulls and runs snakemake for the same
 outputs. B's endpoint sees zero requests and B's files are A's, byte for byte; a B who changes
-the helper in params.yaml does call it. The commands A and B type are the README's sharing
-section, run here as written (README_A, README_B)."""
+the helper in params.yaml does call it. The commands A and B type are the sharing section of
+docs/operations.md, run here as written (SHARING_A, SHARING_B)."""
 
 import json
 import os
@@ -23,13 +23,13 @@ KEY_ENV = "NUDGERL_TEAM_KEY"
 TARGETS = ["results/smoke/pools/pools_organism.jsonl", "results/smoke/oracles/oracles_organism.jsonl"]
 SHARED = [*TARGETS, *(f"{t}.stats.json" for t in TARGETS)]  # what DVC tracks for the two stages
 
-README_A = [
+SHARING_A = [
     'dvc remote add -d team "$DVC_REMOTE"',
     "git add dvc.lock .dvc/config",
     'git commit -m "Helper outputs for run smoke"',
     "dvc push",
 ]
-README_B = [
+SHARING_B = [
     'git clone "$REPO" nudgerl && cd nudgerl',
     "dvc pull pools_organism@smoke oracles_organism@smoke",
     "snakemake results/smoke/pools/pools_organism.jsonl results/smoke/oracles/oracles_organism.jsonl "
@@ -57,7 +57,7 @@ def _env(**extra) -> dict:
 
 
 def _shell(lines, cwd, env):
-    """The README's lines, typed into one bash session (so `cd` carries over)."""
+    """The docs' lines, typed into one bash session (so `cd` carries over)."""
     proc = subprocess.run(["bash", "-euo", "pipefail", "-c", "\n".join(lines)], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -82,10 +82,13 @@ def _audit_dvc(cwd, env) -> str:
     return proc.stdout
 
 
-def test_readme_lists_the_commands_this_test_runs():
-    readme = (REPO / "README.md").read_text()
-    for line in [*README_A, *README_B]:
-        assert line in readme, line
+SHARING_DOC = REPO / "docs" / "operations.md"
+
+
+def test_the_sharing_docs_list_the_commands_this_test_runs():
+    page = SHARING_DOC.read_text()
+    for line in [*SHARING_A, *SHARING_B]:
+        assert line in page, f"{SHARING_DOC.relative_to(REPO)} lacks: {line}"
 
 
 def test_a_teammate_pulls_the_pools_without_one_helper_call(tmp_path):
@@ -107,13 +110,13 @@ def test_a_teammate_pulls_the_pools_without_one_helper_call(tmp_path):
         assert len(server_a.requests) == 3 * 64 and (a / "dvc.lock").read_text() == lock
         port = server_a.httpd.server_address[1]
     assert "computed here" in _audit_dvc(a, env)
-    _shell(README_A, a, env)
+    _shell(SHARING_A, a, env)
     assert yaml.safe_load((a / "dvc.lock").read_text())["stages"].keys() == {"pools_organism@smoke",
                                                                              "oracles_organism@smoke"}
 
-    # B: the same endpoint URL (a new server on A's port), a fresh clone, the README's commands
+    # B: the same endpoint URL (a new server on A's port), a fresh clone, the documented commands
     with FakeOpenAI(content=_hints, port=port) as server_b:
-        _shell(README_B, tmp_path, env)
+        _shell(SHARING_B, tmp_path, env)
         assert server_b.requests == []  # not one helper call
         b = tmp_path / "nudgerl"
         for path in SHARED:

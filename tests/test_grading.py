@@ -1,10 +1,12 @@
 """The one grader: known traps, real benchmark golds, time limits that hold anywhere,
 counters, and hostile model output (no execution, bounded time, zero reward)."""
 
+import gc
 import json
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
@@ -264,6 +266,39 @@ def test_the_callers_alarm_survives_a_grade():
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
     assert fired == []
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_deadline_dropped_inside_a_gc_callback_still_stops_the_item(monkeypatch):
+    """Python prints and drops an exception raised in a GC callback; the alarm must fire again."""
+    def spin(seconds):
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            pass
+
+    def spin_in_gc(phase, info):
+        if phase == "start":
+            spin(0.03)
+
+    def endless_judge(*item):
+        end = time.monotonic() + 15.0
+        while time.monotonic() < end:  # half the time inside a GC callback, half outside
+            spin(0.03)
+            gc.collect()
+        return "correct"
+
+    dropped = []
+    monkeypatch.setattr(grading, "judge_unbounded", endless_judge)
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: dropped.append(u.exc_type))
+    gc.callbacks.append(spin_in_gc)
+    try:
+        t0 = time.monotonic()
+        outcome = grading._judge_under_alarm(("x", "1", "standard", None), LIMIT)
+        elapsed = time.monotonic() - t0
+    finally:
+        gc.callbacks.remove(spin_in_gc)
+    assert outcome == "timeout"
+    assert elapsed < LIMIT + 3.0, (elapsed, dropped)  # in process: no start-up to allow for
 
 
 def test_in_process_off_the_main_thread_is_refused():

@@ -366,7 +366,7 @@ def test_preflight_checks_batch_shapes_for_the_gpu_count(gpus):
 
     cfg = _paper_config()
     assert check_batch_shapes(cfg) == []  # one GPU per job: the paper's shapes fit
-    cfg["resources"]["gpu"]["train_grpo"] = gpus  # README: train_grpo:gpu=4
+    cfg["resources"]["gpu"]["train_grpo"] = gpus  # docs/cluster.md: train_grpo:gpu=4
     problems = check_batch_shapes(cfg)
     # prompts_per_step 1 x N=8 rollouts cannot fill micro-batches of 4 on each of 2 or 4 GPUs
     assert problems and all("train_grpo" in p for p in problems)

@@ -1,6 +1,6 @@
 """Kill and resume through Snakemake, as a user meets it: SIGKILL the whole `snakemake`
 process group while a NudgeRL run trains (after its first checkpoint), then type what the
-README says (`snakemake --unlock`, then the same command with `--rerun-incomplete`)."""
+docs/operations.md says (`snakemake --unlock`, then the same command with `--rerun-incomplete`)."""
 
 import json
 import os

@@ -173,13 +173,18 @@ def _warm_up() -> None:
     warm_up_modes()
 
 
+# After the deadline the alarm repeats at this interval until the judge has stopped: a raise
+# that lands in a GC callback or a __del__ is printed and dropped by Python, and a one-shot
+# alarm would then leave the item running with no limit.
+DEADLINE_REPEAT_SECONDS = 0.05
+
+
 def _judge_under_alarm(item: tuple, limit: float) -> str:
     _warm_up()
     armed = [False]
 
     def on_alarm(signum, frame):
-        if armed[0]:  # raise at most once, and only while the item is being judged
-            armed[0] = False
+        if armed[0]:  # raise only while the item is being judged
             raise _Deadline
 
     outcome = "timeout"
@@ -188,11 +193,11 @@ def _judge_under_alarm(item: tuple, limit: float) -> str:
     t0 = time.monotonic()
     try:
         armed[0] = True
-        signal.setitimer(signal.ITIMER_REAL, limit)
+        signal.setitimer(signal.ITIMER_REAL, limit, DEADLINE_REPEAT_SECONDS)
         outcome = judge_unbounded(*item)
         armed[0] = False
     except _Deadline:
-        pass  # a deadline hit after the outcome was known keeps that outcome
+        armed[0] = False  # a deadline hit after the outcome was known keeps that outcome
     finally:
         armed[0] = False
         signal.setitimer(signal.ITIMER_REAL, 0)
