@@ -23,6 +23,8 @@ from nudgerl.training.run_state import (StoppedForTimeLimit, check_continuous, l
 def trl_config(cfg: GRPORunConfig, output_dir: str):
     from trl import GRPOConfig
 
+    from nudgerl.training.estimator_trainer import trl_advantage_options
+
     kwargs = dict(output_dir=output_dir, **batch_kwargs(cfg, launched_processes()))
     if cfg.use_vllm:
         kwargs.update(vllm_gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
@@ -35,6 +37,7 @@ def trl_config(cfg: GRPORunConfig, output_dir: str):
         kwargs["gradient_checkpointing"] = cfg.gradient_checkpointing
     kwargs.update(importance_sampling_kwargs(cfg))
     kwargs.update({k: getattr(cfg, k) for k in TRL_FIELDS})  # same name in trl.GRPOConfig
+    kwargs.update(trl_advantage_options(cfg))  # an estimator TRL computes itself: its options
     kwargs.update(
         warmup_steps=cfg.warmup_ratio,  # transformers 5: a float < 1 is a ratio of max_steps
         top_k=0,
@@ -300,6 +303,7 @@ def run_training(trainer_cls, model_dir, train_records, cfg, run_dir: Path, revi
 
 def train_grpo(model_dir: str, train_records: list[dict], cfg: GRPORunConfig, run_dir: Path,
                revision: str | None = None) -> dict:
-    from trl import GRPOTrainer
+    from nudgerl.training.estimator_trainer import grpo_trainer
 
-    return run_training(GRPOTrainer, model_dir, train_records, cfg, run_dir, revision=revision)
+    trainer_cls, extra = grpo_trainer(cfg)
+    return run_training(trainer_cls, model_dir, train_records, cfg, run_dir, revision=revision, **extra)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from nudgerl.advantages import get_advantage_estimator
 from nudgerl.evaluation.grading import DEFAULT_MODE
 from nudgerl.sections import from_section
 
@@ -77,9 +78,21 @@ class GRPORunConfig:
     vllm_importance_sampling_clip_min: float | None = None
     # Experiment tracking the TRL way: "none", "tensorboard", "wandb" or a list of them.
     report_to: str | list[str] = "none"
+    # None: TRL's own advantage, as scale_rewards sets it. Or a name registered in
+    # nudgerl.advantages: one that TRL computes ("grpo", "dr_grpo") sets its TRL options; one
+    # that TRL lacks ("ngrpo", "pass_at_k") is applied by our trainer hook. NudgeRL runs use
+    # their own ("nudgerl").
+    advantage_estimator: str | None = None
+    advantage_k: int = 4  # the k of the pass_at_k estimator
     grader_mode: str = DEFAULT_MODE  # nudgerl.evaluation.grading.GRADER_MODES: how the reward reads completions
     stop: list[str] = field(default_factory=list)  # generation stop strings (vLLM), from the prompt template
     extra: dict = field(default_factory=dict)  # passed through to trl.GRPOConfig
+
+    def __post_init__(self):
+        if self.advantage_estimator is not None:
+            get_advantage_estimator(self.advantage_estimator)  # an unknown name fails when the config is read
+        if self.advantage_k < 1:
+            raise ValueError(f"config key 'grpo.advantage_k': must be >= 1, got {self.advantage_k}")
 
     @classmethod
     def from_dict(cls, d: dict, section: str = "grpo") -> GRPORunConfig:

@@ -238,6 +238,9 @@ def train_nudgerl(model_dir: str, train_records: list[dict], cfg, nudge: NudgeRL
     from nudgerl.data.prompts import HINT_STYLES
     from nudgerl.training.grpo import run_training
 
+    if cfg.advantage_estimator not in (None, "nudgerl"):
+        raise ValueError(f"config key 'grpo.advantage_estimator': NudgeRL uses its inter-intra advantage "
+                         f"('nudgerl'), got {cfg.advantage_estimator!r}")
     apply_hint = template.apply_hint if template is not None else HINT_STYLES[hint_style]
     report = run_training(NudgeRLTrainer, model_dir, train_records, cfg, run_dir, revision=revision,
                           nudge=nudge, apply_hint=apply_hint)

@@ -56,12 +56,13 @@ def pope_records(tokenizer, train: list[dict], oracles: dict[str, str], cfg: POP
 def train_pope(model_dir: str, train: list[dict], oracles: dict[str, str], cfg, pope: POPEConfig, run_dir,
                template=None, revision: str | None = None) -> dict:
     from transformers import AutoTokenizer
-    from trl import GRPOTrainer
 
+    from nudgerl.training.estimator_trainer import grpo_trainer
     from nudgerl.training.grpo import run_training
 
     records = pope_records(AutoTokenizer.from_pretrained(model_dir, revision=revision), train, oracles, pope, template)
-    report = run_training(GRPOTrainer, model_dir, records, cfg, Path(run_dir), revision=revision)
+    trainer_cls, extra = grpo_trainer(cfg)
+    report = run_training(trainer_cls, model_dir, records, cfg, Path(run_dir), revision=revision, **extra)
     report["pope"] = asdict(pope)
     report["guided_problems"] = sum(r["guided"] for r in records)
     return report
