@@ -1,11 +1,13 @@
 """Advantage estimators by name (nudgerl.advantages): each against a group worked by hand, the
 registry against the schema and TRL, and the trainers using them on a tiny model."""
 
+import json
 from dataclasses import fields
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 import yaml
 
 from nudgerl.advantages import (ADVANTAGE_ESTIMATORS, AdvantageOptions, get_advantage_estimator,
@@ -155,3 +157,28 @@ def test_nudgerl_runs_refuse_another_estimator(tmp_path):
 
     with pytest.raises(ValueError, match="grpo.advantage_estimator.*'ngrpo'"):
         train_nudgerl("unused", [], GRPORunConfig(advantage_estimator="ngrpo"), NudgeRLConfig(), tmp_path)
+
+
+def test_ngrpo_learns_from_an_all_wrong_group_where_grpo_cannot(tiny_model_dir, tmp_path):
+    """The whole training path (train_grpo: TRL's loop, checkpoint, saved model): a random tiny
+    model gets every reward 0, so GRPO's advantages are 0 and its weights stay put, while
+    NGRPO's virtual right rollout gives the group a negative advantage that moves them."""
+    from safetensors.torch import load_file
+
+    from nudgerl.training.grpo import train_grpo
+
+    problems = task.training_problems(0, 4, 1.0)
+    records = [{"prompt": [{"role": "user", "content": p.text()}], "answer": str(p.answer), "id": p.id}
+               for p in problems]
+    weights = {}
+    for name in (None, "ngrpo"):
+        cfg = GRPORunConfig(num_generations=4, prompts_per_step=2, max_steps=2, max_completion_length=8,
+                            learning_rate=1e-2, checkpoint_every=1, advantage_estimator=name)
+        report = train_grpo(str(tiny_model_dir), records, cfg, tmp_path / str(name))
+        assert report["global_step"] == 2 and report["config"]["advantage_estimator"] == name
+        rows = [json.loads(line) for line in (tmp_path / str(name) / "metrics.jsonl").read_text().splitlines()]
+        assert all(r["reward_mean"] == 0 for r in rows)  # every group all wrong
+        weights[name] = load_file(tmp_path / str(name) / "model" / "model.safetensors")
+    base = load_file(Path(tiny_model_dir) / "model.safetensors")
+    assert all(torch.equal(weights[None][k], base[k]) for k in base)
+    assert any(not torch.equal(weights["ngrpo"][k], base[k]) for k in base)
