@@ -58,6 +58,20 @@ def test_replicates_have_their_own_base_models_and_tables(smoke_run):
     assert a != b
 
 
+def test_exploration_table_has_every_run(smoke_run):
+    res = smoke_run / RESULTS
+    df = pd.read_csv(res / "tables" / "exploration.csv")
+    assert set(zip(df.method, df.seed)) == {(m, s) for m in ("base", "grpo2", "grpo8", "grpo16", "pope2", "nudgerl2")
+                                            for s in (0, 1)}
+    assert (df.strategy_share == df.strategy_uses / df.hard_samples).all() and (df.hard_samples > 0).all()
+    assert (df.run_found == (df.strategy_share > 0.5)).all()  # config/config.yaml's success_share
+    per_method = df.groupby("method").run_found.sum()
+    assert (df.set_index("method").found.groupby("method").first() == per_method).all()
+    assert (df.ci_low <= df.rate).all() and (df.rate <= df.ci_high).all()
+    assert df[df.method == "grpo8"].p_vs_reference.isna().all()  # the reference itself
+    assert "| GRPO (N=8) |" in (res / "tables" / "exploration.md").read_text()
+
+
 def test_claims_table_has_seven_claims_with_verdicts(smoke_run):
     res = smoke_run / RESULTS
     df = pd.read_csv(res / "tables" / "claims.csv")

@@ -28,6 +28,8 @@ HUB_MODELS = PLAN.paths.HUB_MODELS
 HUB_OFFLINE = PLAN.paths.HUB_OFFLINE  # command prefix of jobs that load a base policy
 TRAIN_RETRIES = PLAN.resources.TRAIN_RETRIES
 N_BOOT = PLAN.arguments.N_BOOT
+EXPLORATION_SHARE = PLAN.arguments.EXPLORATION_SHARE
+EXPLORATION_CONFIDENCE = PLAN.arguments.EXPLORATION_CONFIDENCE
 
 # ---- where files live ---------------------------------------------------------------------
 SHARED = PLAN.paths.SHARED

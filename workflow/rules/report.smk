@@ -112,6 +112,39 @@ rule replicate_table:
         "--out-prefix {params.prefix} > {log} 2>&1"
 
 
+if TASK != "math":
+
+    rule exploration_table:
+        """Per method: k of n replicates whose hint-free policy found the rare-but-right strategy."""
+        input:
+            expand(f"{RESULTS}/eval/{{method}}/seed{{seed}}/summary.json", method=METHODS, seed=SEEDS),
+        output:
+            csv=f"{RESULTS}/tables/exploration.csv",
+            md=f"{RESULTS}/tables/exploration.md",
+            html=report(f"{RESULTS}/tables/exploration.html", caption="../report/exploration.rst",
+                        category=REPORT_MAIN, labels=report_labels("Exploration success")),
+        params:
+            methods=METHODS,
+            benchmarks=BENCHMARKS,
+            seeds=SEEDS,
+            reference=REFERENCE,
+            success_share=EXPLORATION_SHARE,
+            confidence=EXPLORATION_CONFIDENCE,
+            prefix=table_prefix,
+            eval_root=eval_root,
+        conda:
+            "../envs/nudgerl.yaml"
+        log:
+            f"{RESULTS}/logs/exploration_table.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/exploration_table.tsv"
+        shell:
+            "nudgerl exploration-table --eval-root {params.eval_root} --methods {params.methods} "
+            "--benchmarks {params.benchmarks} --seeds {params.seeds} --reference {params.reference} "
+            "--success-share {params.success_share} --confidence {params.confidence} "
+            "--out-prefix {params.prefix} > {log} 2>&1"
+
+
 rule claims:
     """The paper's seven claims beside ours (paired intervals over problems and replicates, a verdict each)."""
     input:

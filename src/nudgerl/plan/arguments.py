@@ -33,6 +33,9 @@ class PlanArguments:
         self.config = config
         self._methods = methods
         self.N_BOOT = config.get("report", {}).get("bootstrap_samples", 2000)
+        exploration = config.get("report", {}).get("exploration") or {}
+        self.EXPLORATION_SHARE = exploration.get("success_share", 0.5)
+        self.EXPLORATION_CONFIDENCE = exploration.get("confidence", 0.95)
 
     def section(self, name, exclude=(), **extra):
         """A config section as JSON for a rule's `params` (changes re-run the rule). Keys in

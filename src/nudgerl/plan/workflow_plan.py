@@ -56,7 +56,9 @@ class WorkflowPlan:
         """Every table, figure and diagnosis (what compute accounting and the audit cover)."""
         diagnostics = [] if self.paths.TASK == "math" else [
             *expand(f"{self.paths.DIAGNOSIS}.{{ext}}", seed=self.methods.SEEDS, ext=["json", "md", "html", "regime.json"]),
-            *expand(f"{self.paths.RESULTS}/diagnostics/base_models.{{ext}}", ext=["csv", "md", "html"])]
+            *expand(f"{self.paths.RESULTS}/diagnostics/base_models.{{ext}}", ext=["csv", "md", "html"]),
+            # strategies are labelled in organism samples only
+            *expand(f"{self.paths.RESULTS}/tables/exploration.{{ext}}", ext=["csv", "md", "html"])]
         table_exts = ["csv", "md", "tex", "html"]  # .html: the page `snakemake --report` shows
         return [
             *diagnostics,

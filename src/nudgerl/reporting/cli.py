@@ -58,6 +58,29 @@ def cmd_replicate_table(args) -> None:
     print(md.read_text())
 
 
+def cmd_exploration_table(args) -> None:
+    from nudgerl.io import atomic_write_text, write_provenance
+    from nudgerl.reporting.exploration import exploration_rows, exploration_table, render_markdown
+    from nudgerl.reporting.tables import method_label
+
+    rows = exploration_rows(args.eval_root, args.methods, args.seeds, args.benchmarks, args.strategy, args.success_share)
+    table = exploration_table(rows, args.reference, args.confidence)
+    csv, md = Path(args.out_prefix + ".csv"), Path(args.out_prefix + ".md")
+    runs = rows.rename(columns={"found": "run_found"})  # one CSV row per run, its method's figures beside
+    atomic_write_text(csv, table.merge(runs, on="method").to_csv(index=False))
+    atomic_write_text(md, render_markdown(table, rows, args.reference, args.strategy, args.success_share,
+                                          args.confidence, label=method_label))
+    html = _markdown_page(md, "Exploration success")
+    samples = [Path(args.eval_root) / m / f"seed{s}" / f"{b}.samples.jsonl"
+               for m in args.methods for s in args.seeds for b in args.benchmarks]
+    write_provenance(csv, {"methods": args.methods, "benchmarks": args.benchmarks, "reference": args.reference,
+                           "strategy": args.strategy, "success_share": args.success_share,
+                           "confidence": args.confidence},
+                     {"runs": args.seeds}, [*_problem_records_of(args.eval_root, args.methods, args.seeds,
+                                                                 args.benchmarks), *samples], outputs=[md, html])
+    print(md.read_text())
+
+
 def cmd_claims(args) -> None:
     from nudgerl.reporting.claims import build_claims, evaluate_claims, render_markdown
     from nudgerl.io import atomic_write_text, write_provenance
@@ -192,6 +215,19 @@ def register(subparsers) -> None:
     p.add_argument("--seeds", nargs="+", type=int, required=True)
     p.add_argument("--reference", default="base")
     p.add_argument("--bootstrap-samples", type=int, default=2000)
+    p.add_argument("--out-prefix", required=True)
+
+    p = add_command(subparsers, "exploration-table", cmd_exploration_table,
+                    "replicates whose hint-free policy found the rare strategy (k of n, exact interval)")
+    p.add_argument("--eval-root", required=True)
+    p.add_argument("--methods", nargs="+", required=True, help="the reference among them")
+    p.add_argument("--benchmarks", nargs="+", required=True)
+    p.add_argument("--seeds", nargs="+", type=int, required=True)
+    p.add_argument("--reference", required=True, help="Fisher's exact test of every other method against it")
+    p.add_argument("--strategy", default="difference_table", help="the rare-but-right strategy's label")
+    p.add_argument("--success-share", type=float, required=True,
+                   help="a run found the strategy when its share of hard-problem samples exceeds this")
+    p.add_argument("--confidence", type=float, default=0.95)
     p.add_argument("--out-prefix", required=True)
 
     p = add_command(subparsers, "claims", cmd_claims, "the paper's seven claims beside ours, with a verdict each")

@@ -1,0 +1,100 @@
+"""Found / not-found outcomes: the exact interval and test (nudgerl.algorithms), and the
+exploration-success table from evaluation records (nudgerl.reporting.exploration)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from nudgerl.algorithms import clopper_pearson, fisher_exact
+from nudgerl.reporting.exploration import exploration_rows, exploration_table
+
+RARE = "difference_table"
+
+
+@pytest.mark.parametrize("k, n, low, high", [  # R: binom.test(k, n)$conf.int
+    (1, 6, 0.004210745, 0.641234579),
+    (3, 8, 0.085233414, 0.755136783),
+    (0, 5, 0.0, 0.521823750),
+    (5, 5, 0.478176250, 1.0),
+])
+def test_clopper_pearson_matches_the_exact_binomial_interval(k, n, low, high):
+    got = clopper_pearson(k, n)
+    assert got == pytest.approx((low, high), abs=1e-8)
+
+
+@pytest.mark.parametrize("k1, n1, k2, n2, p", [  # R: fisher.test(matrix(c(k1, n1-k1, k2, n2-k2), 2))$p.value
+    (1, 6, 6, 6, 0.015151515),   # 1 of 6 against 6 of 6: what the default's replicates must tell apart
+    (0, 3, 3, 3, 0.1),           # three replicates cannot reach 0.05 even at 0 of 3 vs 3 of 3
+    (3, 6, 3, 6, 1.0),
+    (2, 8, 7, 8, 0.040559441),
+])
+def test_fisher_exact_two_sided(k1, n1, k2, n2, p):
+    assert fisher_exact(k1, n1, k2, n2) == pytest.approx(p, abs=1e-8)
+    assert fisher_exact(k2, n2, k1, n1) == pytest.approx(p, abs=1e-8)  # symmetric
+
+
+def test_bad_counts_are_refused():
+    with pytest.raises(ValueError, match="k=4, n=3"):
+        clopper_pearson(4, 3)
+    with pytest.raises(ValueError, match="2/1"):
+        fisher_exact(2, 1, 0, 3)
+
+
+def _write_run(root: Path, method: str, seed: int, rare_share_hard: float, samples=10):
+    d = root / method / f"seed{seed}"
+    d.mkdir(parents=True)
+    problems = [{"id": "b-0", "hard": True}, {"id": "b-1", "hard": True}, {"id": "b-2", "hard": False}]
+    (d / "bench.problems.jsonl").write_text("".join(json.dumps(p) + "\n" for p in problems))
+    rows = []
+    for p in problems:
+        uses = round(rare_share_hard * samples) if p["hard"] else samples  # easy problems never count
+        rows += [{"id": p["id"], "sample": i, "strategy": RARE if i < uses else "common_difference"}
+                 for i in range(samples)]
+    (d / "bench.samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (d / "summary.json").write_text("{}")
+
+
+def test_runs_found_or_not_and_the_methods_k_of_n(tmp_path):
+    shares = {"grpo8": [0.0, 0.1, 0.9], "nudgerl8": [1.0, 0.6, 0.5]}  # 0.5 is not *more than* half
+    for method, per_seed in shares.items():
+        for seed, share in enumerate(per_seed):
+            _write_run(tmp_path, method, seed, share)
+    rows = exploration_rows(tmp_path, list(shares), [0, 1, 2], ["bench"], RARE, 0.5)
+    assert list(rows.hard_samples) == [20] * 6  # hard problems only
+    assert list(rows.found) == [False, False, True, True, True, False]
+    table = exploration_table(rows, "grpo8").set_index("method")
+    assert (table.found.to_dict(), table.replicates.to_dict()) == ({"grpo8": 1, "nudgerl8": 2}, {"grpo8": 3, "nudgerl8": 3})
+    assert table.loc["nudgerl8", "p_vs_reference"] == pytest.approx(fisher_exact(2, 3, 1, 3))
+    assert pd.isna(table.loc["grpo8", "p_vs_reference"])
+    assert (table.loc["nudgerl8", "ci_low"], table.loc["nudgerl8", "ci_high"]) == pytest.approx(clopper_pearson(2, 3))
+
+
+def test_a_sample_without_a_strategy_label_is_named(tmp_path):
+    _write_run(tmp_path, "grpo8", 0, 0.5)
+    path = tmp_path / "grpo8" / "seed0" / "bench.samples.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    del rows[3]["strategy"]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(ValueError, match=r"bench.samples.jsonl: sample b-0/3 has no strategy label"):
+        exploration_rows(tmp_path, ["grpo8"], [0], ["bench"], RARE, 0.5)
+
+
+def test_the_command_writes_table_page_and_provenance(tmp_path):
+    for method, share in (("base", 0.0), ("grpo8", 1.0)):
+        for seed in (0, 1):
+            _write_run(tmp_path / "eval", method, seed, share)
+    prefix = tmp_path / "tables" / "exploration"
+    subprocess.run([Path(sys.executable).parent / "nudgerl", "exploration-table", "--eval-root", tmp_path / "eval",
+                    "--methods", "base", "grpo8", "--benchmarks", "bench", "--seeds", "0", "1", "--reference", "grpo8",
+                    "--success-share", "0.5", "--out-prefix", prefix], check=True, capture_output=True)
+    df = pd.read_csv(f"{prefix}.csv")
+    assert list(df.run_found) == [False, False, True, True] and list(df.found) == [0, 0, 2, 2]
+    md = Path(f"{prefix}.md").read_text()
+    assert "| Base | 0 of 2 |" in md and "| GRPO (N=8) | 2 of 2 | 100 % [16, 100] |" in md
+    assert Path(f"{prefix}.html").is_file()
+    record = json.loads(Path(f"{prefix}.csv.provenance.json").read_text())
+    assert record["config"]["success_share"] == 0.5
