@@ -20,7 +20,8 @@ WORKFLOW_KEYS = ("group_sizes", "epsilon_high_sweep", "epsilon_high_sweep_group_
 # sizes, vLLM engine, warmup_steps from warmup_ratio, save_steps from checkpoint_every, ...).
 TRL_FIELDS = ("num_generations", "max_steps", "learning_rate", "lr_scheduler_type", "weight_decay", "temperature",
               "top_p", "max_completion_length", "beta", "epsilon", "epsilon_high", "num_iterations", "loss_type",
-              "scale_rewards", "seed", "report_to", "bf16", "optim", "use_vllm", "vllm_mode", "cache_implementation")
+              "scale_rewards", "seed", "report_to", "bf16", "optim", "use_vllm", "vllm_mode", "cache_implementation",
+              "mask_truncated_completions", "importance_sampling_level", "entropy_coef", "top_entropy_quantile")
 
 
 @dataclass
@@ -50,6 +51,13 @@ class GRPORunConfig:
     num_iterations: int = 1
     loss_type: str = "grpo"
     scale_rewards: str = "group"
+    # The options the field's exploration fixes set (TRL 1.16's names and defaults): DAPO's
+    # overlong masking, GSPO's sequence-level importance ratio, an entropy bonus and the
+    # high-entropy-token share of "Beyond the 80/20 rule".
+    mask_truncated_completions: bool = False
+    importance_sampling_level: str = "token"
+    entropy_coef: float = 0.0
+    top_entropy_quantile: float = 1.0
     checkpoint_every: int = 10
     seed: int = 0
     use_vllm: bool = False
