@@ -407,6 +407,9 @@ HOSTILE_REGIONS = [
 ]
 
 
+# A deadline that lands in a GC callback (hypothesis installs one) is printed and dropped by
+# Python, then raised again by the repeating timer: expected here, not a failure.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 @pytest.mark.parametrize("mode", GRADER_MODES)
 @pytest.mark.parametrize("where", ["main", "thread"])
 def test_hostile_completions_get_a_reward_in_bounded_time(where, mode, scratch_cwd):
