@@ -197,7 +197,7 @@ def _judge_under_alarm(item: tuple, limit: float) -> str:
         outcome = judge_unbounded(*item)
         armed[0] = False
     except _Deadline:
-        armed[0] = False  # a deadline hit after the outcome was known keeps that outcome
+        pass  # a deadline hit after the outcome was known keeps that outcome
     finally:
         armed[0] = False
         signal.setitimer(signal.ITIMER_REAL, 0)

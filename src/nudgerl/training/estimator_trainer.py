@@ -14,7 +14,36 @@ from trl import GRPOTrainer
 from nudgerl.advantages import AdvantageOptions, get_advantage_estimator
 
 
-class EstimatorGRPOTrainer(GRPOTrainer):
+class GroupAdvantageTrainer(GRPOTrainer):
+    """A ``GRPOTrainer`` whose advantages are recomputed per group from the rewards TRL scored:
+    the one place that turns every process's rewards into this process's advantages (the
+    estimator trainer below and NudgeRL's trainer both use it)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._last_rewards_per_func = None
+
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        self._last_rewards_per_func = rewards_per_func  # every process's rows: groups are whole
+        return rewards_per_func
+
+    def replace_advantages(self, out: dict, group_advantages) -> np.ndarray:
+        """Set ``out["advantages"]`` (this process's rows) to ``group_advantages(rewards, start)``
+        of each group of every process's weighted rewards; returns those rewards."""
+        import torch
+
+        local = out["advantages"]
+        weights = self.reward_weights.to(local.device).unsqueeze(0)
+        rewards = torch.nan_to_num(self._last_rewards_per_func * weights, nan=0.0).sum(dim=1).cpu().numpy()
+        G = self.num_generations
+        adv = np.concatenate([group_advantages(rewards[s : s + G], s) for s in range(0, len(rewards), G)])
+        rank, rows = self.accelerator.process_index, local.shape[0]
+        out["advantages"] = torch.tensor(adv[rank * rows : (rank + 1) * rows], dtype=local.dtype, device=local.device)
+        return rewards
+
+
+class EstimatorGRPOTrainer(GroupAdvantageTrainer):
     def __init__(self, *args, advantage_estimator: str, advantage_options: AdvantageOptions, **kwargs):
         estimator = get_advantage_estimator(advantage_estimator)
         if estimator.trl_options is not None:
@@ -25,27 +54,11 @@ class EstimatorGRPOTrainer(GRPOTrainer):
         super().__init__(*args, **kwargs)
         self.estimator = estimator
         self.advantage_options = advantage_options
-        self._last_rewards_per_func = None
-
-    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
-        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
-        self._last_rewards_per_func = rewards_per_func  # every process's rows: groups are whole
-        return rewards_per_func
 
     def _generate_and_score_completions(self, inputs):
-        import torch
-
         out = super()._generate_and_score_completions(inputs)
-        if not self.model.training:
-            return out
-        local = out["advantages"]
-        weights = self.reward_weights.to(local.device).unsqueeze(0)
-        rewards = torch.nan_to_num(self._last_rewards_per_func * weights, nan=0.0).sum(dim=1).cpu().numpy()
-        G = self.num_generations
-        adv = np.concatenate([self.estimator.fn(rewards[s : s + G], None, self.advantage_options)
-                              for s in range(0, len(rewards), G)])
-        rank, rows = self.accelerator.process_index, local.shape[0]
-        out["advantages"] = torch.tensor(adv[rank * rows : (rank + 1) * rows], dtype=local.dtype, device=local.device)
+        if self.model.training:
+            self.replace_advantages(out, lambda rewards, start: self.estimator.fn(rewards, None, self.advantage_options))
         return out
 
 

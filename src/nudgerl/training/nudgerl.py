@@ -1,10 +1,11 @@
-"""NudgeRL on TRL: a ``GRPOTrainer`` subclass that overrides three small hooks.
+"""NudgeRL on TRL: a ``GRPOTrainer`` subclass that overrides small hooks.
 
 - ``_generate_and_score_completions``: before generation, give each of a problem's
   N = M x K rollouts one of M pool hints (K each), dropped with probability p_drop;
   after scoring, replace GRPO's advantages by the inter-intra advantage and attach the
-  hint-free prompt x0 of every rollout for the distillation term.
-- ``_calculate_rewards``: keeps the rewards it returns, for the advantage.
+  hint-free prompt x0 of every rollout for the distillation term (the per-group recomputation
+  is :class:`nudgerl.training.estimator_trainer.GroupAdvantageTrainer`'s, shared with the other
+  estimators; the advantage is ``nudgerl`` in :mod:`nudgerl.advantages`).
 - ``_compute_loss``: L = L_RL + lambda_distill * mean_i(-A_i * log pi(y_i | x0)).
 - ``_get_per_token_logps_and_entropies``: keeps the RL forward's log-probs during the loss,
   because a hint-free rollout's x0 is its prompt and log pi(y | x0) is already computed there.
@@ -18,10 +19,11 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
-from trl import GRPOTrainer
 
-from nudgerl.algorithms import distillation_loss, inter_intra_advantages, intra_inter_terms, nudge_contexts
+from nudgerl.advantages import AdvantageOptions, get_advantage_estimator
+from nudgerl.algorithms import distillation_loss, intra_inter_terms, nudge_contexts
 from nudgerl.sections import from_section
+from nudgerl.training.estimator_trainer import GroupAdvantageTrainer
 
 # Keys of the ``nudgerl`` section that the workflow reads, not a run (the ablation runs).
 WORKFLOW_KEYS = ("ablations",)
@@ -47,7 +49,7 @@ class NudgeRLConfig:
         return from_section(cls, d, section, ignore=WORKFLOW_KEYS)
 
 
-class NudgeRLTrainer(GRPOTrainer):
+class NudgeRLTrainer(GroupAdvantageTrainer):
     def __init__(self, *args, nudge: NudgeRLConfig, apply_hint: Callable[[list, str], list], **kwargs):
         train_args = kwargs.get("args")
         # Checked before TRL builds anything (vLLM included), so a bad config fails fast.
@@ -63,7 +65,8 @@ class NudgeRLTrainer(GRPOTrainer):
         super().__init__(*args, **kwargs)
         self.nudge = nudge
         self.apply_hint = apply_hint
-        self._last_rewards_per_func = None
+        self._inter_intra = get_advantage_estimator("nudgerl").fn
+        self._advantage_options = AdvantageOptions(lam=nudge.lam, normalize=nudge.normalize)
         self._keep_policy_logps = False
         self._policy_logps = None
 
@@ -116,11 +119,6 @@ class NudgeRLTrainer(GRPOTrainer):
         local = slice(rank * rows, (rank + 1) * rows)
         return nudged[local], contexts[local], contexts
 
-    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
-        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
-        self._last_rewards_per_func = rewards_per_func
-        return rewards_per_func
-
     def _x0_ids(self, x0_prompts: list, device):
         import torch
         from trl.trainer.utils import pad
@@ -142,17 +140,11 @@ class NudgeRLTrainer(GRPOTrainer):
         inputs, contexts, all_contexts = self._nudge_local(inputs)
         out = super()._generate_and_score_completions(inputs)
 
-        device = out["advantages"].device
-        weights = self.reward_weights.to(device).unsqueeze(0)
-        # TRL gathers every process's rewards (groups are normalised whole)
-        rewards = torch.nan_to_num(self._last_rewards_per_func * weights, nan=0.0).sum(dim=1).cpu().numpy()
         N = self.num_generations
-        adv = np.concatenate([
-            inter_intra_advantages(rewards[s : s + N], all_contexts[s : s + N], self.nudge.lam, self.nudge.normalize)
-            for s in range(0, len(rewards), N)
-        ])
-        local = slice(self.accelerator.process_index * len(contexts), (self.accelerator.process_index + 1) * len(contexts))
-        out["advantages"] = torch.tensor(adv[local], dtype=out["advantages"].dtype, device=device)
+        # TRL gathers every process's rewards (groups are normalised whole)
+        rewards = self.replace_advantages(out, lambda r, start: self._inter_intra(
+            r, all_contexts[start : start + N], self._advantage_options))
+        device = out["advantages"].device
         out["x0_prompt_ids"], out["x0_prompt_mask"] = self._x0_ids([r["x0_prompt"] for r in inputs], device)
         # Which rows carry a hint: only those need a separate forward pass on x0.
         out["hinted"] = torch.tensor([c is not None for c in contexts], dtype=torch.bool, device=device)
