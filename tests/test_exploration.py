@@ -47,7 +47,9 @@ def test_bad_counts_are_refused():
 def _write_run(root: Path, method: str, seed: int, rare_share_hard: float, samples=10):
     d = root / method / f"seed{seed}"
     d.mkdir(parents=True)
-    problems = [{"id": "b-0", "hard": True}, {"id": "b-1", "hard": True}, {"id": "b-2", "hard": False}]
+    # c of n right: the hard problems right as often as the rare (always-right) strategy is used
+    problems = [{"id": f"b-{i}", "hard": hard, "n": samples, "c": round(rare_share_hard * samples) if hard else samples}
+                for i, hard in enumerate((True, True, False))]
     (d / "bench.problems.jsonl").write_text("".join(json.dumps(p) + "\n" for p in problems))
     rows = []
     for p in problems:
@@ -98,3 +100,30 @@ def test_the_command_writes_table_page_and_provenance(tmp_path):
     assert Path(f"{prefix}.html").is_file()
     record = json.loads(Path(f"{prefix}.csv.provenance.json").read_text())
     assert record["config"]["success_share"] == 0.5
+
+
+def test_table1_gives_each_method_its_exploration_success(tmp_path):
+    """`nudgerl table --exploration-share`: Table 1's Avg rows carry k of n and the exact interval,
+    the Markdown and LaTeX tables a Found column; without the option the table is unchanged."""
+    for method, per_seed in {"grpo8": [0.0, 0.1, 0.9], "nudgerl8": [1.0, 0.6, 0.5]}.items():
+        for seed, share in enumerate(per_seed):
+            _write_run(tmp_path / "eval", method, seed, share)
+    nudgerl = Path(sys.executable).parent / "nudgerl"
+    common = ["table", "--title", "Table 1", "--eval-root", tmp_path / "eval", "--methods", "grpo8", "nudgerl8",
+              "--benchmarks", "bench", "--seeds", "0", "1", "2", "--bootstrap-samples", "200", "--reference", "grpo8"]
+    subprocess.run([nudgerl, *common, "--exploration-share", "0.5", "--out-prefix", tmp_path / "with"], check=True,
+                   capture_output=True)
+    subprocess.run([nudgerl, *common, "--out-prefix", tmp_path / "without"], check=True, capture_output=True)
+    df = pd.read_csv(tmp_path / "with.csv").set_index(["method", "benchmark"])
+    assert (df.at[("grpo8", "avg"), "found"], df.at[("nudgerl8", "avg"), "found"]) == (1, 2)
+    assert (df.loc[("nudgerl8", "avg"), ["found_ci_low", "found_ci_high"]].tolist()
+            == pytest.approx(clopper_pearson(2, 3)))
+    assert df.loc[(slice(None), "bench"), "found"].isna().all()  # per-benchmark rows carry no count
+    md = (tmp_path / "with.md").read_text()
+    assert "| Method | bench | Avg | Found |" in md and "| 2 of 3 (67 % [9, 99]) |" in md
+    assert "more than 50 % of its samples on the hard benchmark problems" in md
+    assert r"2 of 3 (67 \% [9, 99])" in (tmp_path / "with.tex").read_text()
+    assert "Found" not in (tmp_path / "without.md").read_text()
+    assert "found" not in pd.read_csv(tmp_path / "without.csv").columns
+    record = json.loads((tmp_path / "with.csv.provenance.json").read_text())
+    assert record["config"]["exploration"]["success_share"] == 0.5

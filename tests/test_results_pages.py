@@ -101,16 +101,18 @@ def test_page_includes_each_table_verbatim_in_order_and_skips_missing_ones(run_d
 
 def test_replicates_base_models_and_regime_map_in_their_places(run_dir):
     (run_dir / "tables" / "table1_replicates.md").write_text("| seed | 0 |\n|---|---|\n")
+    (run_dir / "tables" / "exploration.md").write_text("| Method | Found |\n|---|---|\n| GRPO (N=8) | 1 of 3 |\n")
     (run_dir / "diagnostics").mkdir()
     (run_dir / "diagnostics" / "base_models.md").write_text("| seed | in regime |\n|---|---|\n| 0 | yes |\n")
     (run_dir / "tables" / "regime_map.md").write_text("| share | pass@1 |\n|---|---|\n| 0.05 | 0.4 |\n")
     write_json(run_dir / "tables" / "regime_map.csv.provenance.json",
                sidecar([f"{RUN}/tables/regime_map.csv", f"{RUN}/tables/regime_map.md"], ["nudgerl", "regime-map"]))
     page = render_page(RUN, "page.md")
-    assert list(extract_blocks(page)) == ["tables/table1.md", "tables/table1_replicates.md", "tables/claims.md",
-                                          "tables/ablation_distill.md", "tables/ablation_pdrop.md",
+    assert list(extract_blocks(page)) == ["tables/table1.md", "tables/table1_replicates.md",
+                                          "tables/exploration.md", "tables/claims.md", "tables/ablation_distill.md", "tables/ablation_pdrop.md",
                                           "diagnostics/base_models.md", "tables/regime_map.md"]
     assert "rule `regime_map_figure` of `snakemake regime_map --cores 2`" in page
+    assert "rule `exploration_table`" in page
     assert "recorded command: `nudgerl regime-map`" in page
 
 

@@ -30,6 +30,9 @@ def test_table1_has_base_and_every_grpo_row(smoke_run):
     assert (df.seeds == 2).all()  # two replicates pooled in every cell
     md = (res / "tables" / "table1.md").read_text()
     assert "| GRPO (N=8) |" in md and "2 replicates (seeds 0, 1;" in md
+    # exploration success on each method's Avg row (organism runs): k of n replicates
+    avg = df[df.benchmark == "avg"]
+    assert (avg.found_replicates == 2).all() and avg.found.between(0, 2).all() and "| Found |" in md
     assert r"\begin{tabular}" in (res / "tables" / "table1.tex").read_text()
 
 

@@ -30,6 +30,7 @@ TRAIN_RETRIES = PLAN.resources.TRAIN_RETRIES
 N_BOOT = PLAN.arguments.N_BOOT
 EXPLORATION_SHARE = PLAN.arguments.EXPLORATION_SHARE
 EXPLORATION_CONFIDENCE = PLAN.arguments.EXPLORATION_CONFIDENCE
+TABLE1_EXPLORATION_ARG = PLAN.arguments.table1_exploration_arg(PLAN.paths.TASK)
 
 # ---- where files live ---------------------------------------------------------------------
 SHARED = PLAN.paths.SHARED

@@ -20,6 +20,7 @@ rule table1:
         seeds=SEEDS,
         n_boot=N_BOOT,
         reference=REFERENCE,
+        exploration=TABLE1_EXPLORATION_ARG,
         prefix=table_prefix,
         eval_root=eval_root,
     conda:
@@ -31,7 +32,7 @@ rule table1:
     shell:
         "nudgerl table --title 'Table 1' --eval-root {params.eval_root} --methods {params.methods} "
         "--benchmarks {params.benchmarks} --seeds {params.seeds} --bootstrap-samples {params.n_boot} "
-        "--reference {params.reference} --out-prefix {params.prefix} > {log} 2>&1"
+        "--reference {params.reference} {params.exploration} --out-prefix {params.prefix} > {log} 2>&1"
 
 
 rule training_reward:

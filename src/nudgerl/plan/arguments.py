@@ -37,6 +37,13 @@ class PlanArguments:
         self.EXPLORATION_SHARE = exploration.get("success_share", 0.5)
         self.EXPLORATION_CONFIDENCE = exploration.get("confidence", 0.95)
 
+    def table1_exploration_arg(self, task: str) -> str:
+        """`nudgerl table` options that add exploration success to Table 1: organism runs only
+        (their samples carry a strategy label); empty for real models."""
+        if task == "math":
+            return ""
+        return f"--exploration-share {self.EXPLORATION_SHARE} --exploration-confidence {self.EXPLORATION_CONFIDENCE}"
+
     def section(self, name, exclude=(), **extra):
         """A config section as JSON for a rule's `params` (changes re-run the rule). Keys in
         ``exclude`` belong to other rules (e.g. eval.curve, the eps_high sweep list) and are left

@@ -16,13 +16,20 @@ def cmd_table(args) -> None:
     from nudgerl.reporting.tables import write_table
 
     reference = args.reference if args.reference and args.reference != "none" else None
+    exploration = None
+    if args.exploration_share is not None:
+        exploration = {"strategy": args.exploration_strategy, "success_share": args.exploration_share,
+                       "confidence": args.exploration_confidence}
     paths = write_table(args.eval_root, args.methods, args.benchmarks, args.seeds, args.out_prefix,
-                        title=args.title, n_boot=args.bootstrap_samples, labels=args.labels, reference=reference)
-    records = [Path(args.eval_root) / m / f"seed{s}" / f"{b}.problems.jsonl"
+                        title=args.title, n_boot=args.bootstrap_samples, labels=args.labels, reference=reference,
+                        exploration=exploration)
+    records = [Path(args.eval_root) / m / f"seed{s}" / f"{b}.{kind}.jsonl"
                for m in dict.fromkeys([*args.methods, *([reference] if reference else [])])
-               for s in args.seeds for b in args.benchmarks]
+               for s in args.seeds for b in args.benchmarks
+               for kind in ("problems", *(("samples",) if exploration else ()))]
     for path in paths:
-        write_provenance(path, {"methods": args.methods, "benchmarks": args.benchmarks, "reference": reference},
+        write_provenance(path, {"methods": args.methods, "benchmarks": args.benchmarks, "reference": reference,
+                                **({"exploration": exploration} if exploration else {})},
                          {"runs": args.seeds}, records)
 
 
@@ -206,6 +213,11 @@ def register(subparsers) -> None:
     p.add_argument("--bootstrap-samples", type=int, default=2000)
     p.add_argument("--out-prefix", required=True)
     p.add_argument("--reference", help="paired test of every other method against this one (e.g. grpo8)")
+    p.add_argument("--exploration-share", type=float,
+                   help="add each method's exploration success (organism runs): a run found the rare strategy when "
+                        "its share of hard-problem samples exceeds this")
+    p.add_argument("--exploration-strategy", default="difference_table", help="the rare-but-right strategy's label")
+    p.add_argument("--exploration-confidence", type=float, default=0.95)
 
     p = add_command(subparsers, "replicate-table", cmd_replicate_table,
                     "per-replicate Avg pass@1 and paired difference from Base")

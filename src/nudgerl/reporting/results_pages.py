@@ -39,6 +39,7 @@ def table_sources(run: Path) -> list[TableSource]:
                  for p in sorted((run / "tables").glob("ablation_*.md")) for name in [p.stem.removeprefix("ablation_")]]
     tables = [TableSource("Table 1", "tables/table1.md", f"rule `table1` {report}"),
               TableSource("Table 1 per replicate", "tables/table1_replicates.md", f"rule `replicate_table` {report}"),
+              TableSource("Exploration success", "tables/exploration.md", f"rule `exploration_table` {report}"),
               TableSource("The paper's claims beside ours", "tables/claims.md", f"rule `claims` {report}"),
               *ablations,
               TableSource("Base models of the replicates", "diagnostics/base_models.md",

@@ -4,7 +4,9 @@ Cells are pass@1 in percent: the mean over problems of c/n (and over seeds), wit
 bootstrap interval over problems (and seeds when there are several). With a reference
 method (GRPO-8 in the pipeline) every other method gets, per benchmark, a paired
 sign-flip permutation test over problems (:func:`nudgerl.algorithms.paired_permutation_test`);
-cells with p < 0.05 are marked with a dagger.
+cells with p < 0.05 are marked with a dagger. With ``exploration`` (organism runs), a last
+column gives each method's exploration success: k of n replicates whose hint-free policy found
+the rare-but-right strategy, with its exact interval (:mod:`nudgerl.reporting.exploration`).
 """
 
 from __future__ import annotations
@@ -134,8 +136,29 @@ def _tex(text: str) -> str:
     return text.replace("_", r"\_").replace("%", r"\%").replace("†", r"$^\dagger$")
 
 
+def _found_cell(row) -> str:
+    """'k of n (rate % [low, high])' of a method's Avg row."""
+    return (f"{int(row.found)} of {int(row.found_replicates)} ({100 * row.found_rate:.0f} % "
+            f"[{100 * row.found_ci_low:.0f}, {100 * row.found_ci_high:.0f}])")
+
+
+def add_exploration(df: pd.DataFrame, eval_root, methods, benchmarks, seeds, strategy: str, success_share: float,
+                    confidence: float = 0.95) -> pd.DataFrame:
+    """Table 1's rows with each method's exploration success on its Avg row: ``found`` (k),
+    ``found_replicates`` (n), ``found_rate``, ``found_ci_low`` / ``found_ci_high`` (exact interval)."""
+    from nudgerl.reporting.exploration import exploration_rows, exploration_table
+
+    runs = exploration_rows(eval_root, methods, seeds, benchmarks, strategy, success_share)
+    success = exploration_table(runs, methods[0], confidence).set_index("method")
+    df = df.copy()
+    for col, src in (("found", "found"), ("found_replicates", "replicates"), ("found_rate", "rate"),
+                     ("found_ci_low", "ci_low"), ("found_ci_high", "ci_high")):
+        df[col] = [success.at[m, src] if b == "avg" else np.nan for m, b in zip(df.method, df.benchmark)]
+    return df
+
+
 def render(df: pd.DataFrame, methods, benchmarks, seeds, samples, title="Table 1", labels=None,
-           reference=None) -> tuple[str, str]:
+           reference=None, exploration: dict | None = None) -> tuple[str, str]:
     labels = labels or [method_label(m) for m in methods]
     cols = [BENCHMARK_LABELS.get(b, b) for b in benchmarks] + ["Avg"]
     caption = (
@@ -145,6 +168,13 @@ def render(df: pd.DataFrame, methods, benchmarks, seeds, samples, title="Table 1
     if reference:
         caption += (f" † = differs from {method_label(reference)} on that benchmark (paired sign-flip "
                     f"permutation test over problems, p < {SIGNIFICANCE:g}; p-values in the CSV).")
+    if exploration:
+        cols.append("Found")
+        caption += (f" Found = exploration success: replicates whose hint-free policy uses the rare-but-right "
+                    f"strategy ({exploration['strategy'].replace('_', ' ')}) on more than "
+                    f"{100 * exploration['success_share']:g} % of its samples on the hard benchmark problems, "
+                    f"k of n with a {100 * exploration.get('confidence', 0.95):g} % exact (Clopper-Pearson) "
+                    f"interval (tables/exploration has each run's share and Fisher's test).")
     md = [f"**{caption}**", "", "| Method | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
     tex = [
         r"\begin{table}[t]", r"\centering", rf"\caption{{{_tex(caption)}}}",
@@ -155,6 +185,9 @@ def render(df: pd.DataFrame, methods, benchmarks, seeds, samples, title="Table 1
         sub = df[df.method == m].set_index("benchmark")
         cells = [_cell(sub.loc[b]) for b in [*benchmarks, "avg"]]
         tcells = [_cell(sub.loc[b], tex=True) for b in [*benchmarks, "avg"]]
+        if exploration:
+            cells.append(_found_cell(sub.loc["avg"]))
+            tcells.append(_tex(_found_cell(sub.loc["avg"])))
         md.append(f"| {label} | " + " | ".join(cells) + " |")
         tex.append(f"{_tex(label)} & " + " & ".join(tcells) + r" \\")
     tex += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
@@ -162,12 +195,16 @@ def render(df: pd.DataFrame, methods, benchmarks, seeds, samples, title="Table 1
 
 
 def write_table(eval_root, methods, benchmarks, seeds, out_prefix, title, n_boot=2000, labels=None,
-                reference=None) -> list[Path]:
+                reference=None, exploration: dict | None = None) -> list[Path]:
     """A results table (Table 1 or an ablation): one row per method, benchmark columns and Avg;
-    with ``reference``, a paired test of every other method against it per benchmark."""
+    with ``reference``, a paired test of every other method against it per benchmark; with
+    ``exploration`` ({strategy, success_share, confidence}), each method's exploration success."""
     df, samples = build_table(eval_root, methods, benchmarks, seeds, n_boot=n_boot, reference=reference)
+    if exploration:
+        df = add_exploration(df, eval_root, methods, benchmarks, seeds, **exploration)
     labels = labels or [method_label(m) for m in methods]
-    md, tex = render(df, methods, benchmarks, seeds, samples, title=title, labels=labels, reference=reference)
+    md, tex = render(df, methods, benchmarks, seeds, samples, title=title, labels=labels, reference=reference,
+                     exploration=exploration)
     df.insert(1, "label", [labels[methods.index(m)] for m in df.method])
     out = Path(out_prefix)
     paths = [out.with_suffix(".csv"), out.with_suffix(".md"), out.with_suffix(".tex"), out.with_suffix(".html")]
