@@ -3,6 +3,8 @@ inside the regime bounds does it land?
 
     python benchmarks/base_model_robustness.py            # 5 seeds x (threads {1, 2}, kernels capped at AVX2)
     python benchmarks/base_model_robustness.py --seeds 0 1 --threads 1 --kernels native
+    python benchmarks/base_model_robustness.py --threads 1 --configfile config/config.yaml config/rare.yaml \
+        --out-prefix benchmarks/base_models_rare      # an overlay, merged key by key as Snakemake does
 
 Builds each base model with the DAG's own commands (``nudgerl drill-base``, ``train-base
 --drilled``, ``diagnose --train``, ``regime-gate`` with the default config's sections), so each
@@ -125,7 +127,26 @@ def margins(rows: list[dict], bounds: dict) -> dict:
     return out
 
 
-def markdown(rows: list[dict], config: dict) -> str:
+def _repo_relative(path: str) -> str:
+    p = Path(path).resolve()
+    return str(p.relative_to(REPO)) if p.is_relative_to(REPO) else str(path)
+
+
+def merged_config(files: list[str]) -> dict:
+    """The config files merged key by key, later over earlier (Snakemake's --configfile)."""
+    def merge(base, over):
+        out = dict(base)
+        for k, v in over.items():
+            out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+        return out
+
+    config: dict = {}
+    for f in files:
+        config = merge(config, yaml.safe_load(Path(f).read_text()) or {})
+    return config
+
+
+def markdown(rows: list[dict], config: dict, configfiles=("config/config.yaml",)) -> str:
     bounds = config["regime"]["bounds"]
     # the bounded figures, then those the verdict reports without a bound
     figs = list(bounds) + sorted({f for r in rows for f in r["figures"]} - set(bounds))
@@ -134,7 +155,8 @@ def markdown(rows: list[dict], config: dict) -> str:
         "# Base-model robustness: seeds x torch threads",
         "",
         f"`python benchmarks/base_model_robustness.py` ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}); "
-        "each row is one `nudgerl drill-base` + `train-base` + `diagnose` + `regime-gate` with the default config.",
+        "each row is one `nudgerl drill-base` + `train-base` + `diagnose` + `regime-gate` with the sections of "
+        + " + ".join(f"`{_repo_relative(f)}`" for f in configfiles) + ".",
         f"Figures on the hard training problems, sampled as RL samples them: value [{conf:.0%} interval, clustered by "
         "problem] (distance inside the bound, in standard errors at the bound). Bounds: "
         + "; ".join(f"`{f}` {_bound(bounds[f])}" for f in bounds) + "; the others are reported without a bound.",
@@ -174,12 +196,13 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", nargs="+", type=int, default=[1, 2])
     ap.add_argument("--kernels", nargs="+", choices=sorted(KERNELS), default=["native", "avx2"],
                     help="CPU kernel sets (avx2: one-thread builds with torch, MKL and oneDNN capped at AVX2)")
-    ap.add_argument("--configfile", default=str(REPO / "config" / "config.yaml"))
+    ap.add_argument("--configfile", nargs="+", default=[str(REPO / "config" / "config.yaml")],
+                    help="config files merged key by key, later over earlier (an overlay after config/config.yaml)")
     ap.add_argument("--out-prefix", default=str(REPO / "benchmarks" / "base_models"))
     ap.add_argument("--work-dir", help="keep the models here (default: a temporary folder); a rerun with the same "
                     "folder reads the builds that finished instead of repeating them")
     args = ap.parse_args(argv)
-    config = yaml.safe_load(Path(args.configfile).read_text())
+    config = merged_config(args.configfile)
     with tempfile.TemporaryDirectory(prefix="nudgerl-base-") as tmp:
         work = Path(args.work_dir or tmp)
         work.mkdir(parents=True, exist_ok=True)
@@ -200,11 +223,11 @@ def main(argv=None) -> int:
 
     record = {"command": " ".join(["python", "benchmarks/base_model_robustness.py", *(argv or sys.argv[1:])]),
               "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "code_version": code_version(),
-              "config": args.configfile,
+              "config": [_repo_relative(f) for f in args.configfile],
               "base_model": config["base_model"], "regime": config["regime"],
               "margins": margins(rows, config["regime"]["bounds"]), "rows": rows}
     out.with_suffix(".json").write_text(json.dumps(record, indent=2))
-    out.with_suffix(".md").write_text(markdown(rows, config))
+    out.with_suffix(".md").write_text(markdown(rows, config, args.configfile))
     print(out.with_suffix(".md").read_text())
     wide = all(m["min_margin_se"] is not None and m["min_margin_se"] >= 3
                for m in margins(rows, config["regime"]["bounds"]).values())
