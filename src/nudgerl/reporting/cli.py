@@ -199,6 +199,27 @@ def cmd_results_pages(args) -> None:
                              "every table block and the provenance line match") + f" {args.results}")
 
 
+def cmd_claims_by_regime(args) -> None:
+    import sys
+
+    from nudgerl.io import atomic_write_text
+    from nudgerl.reporting.claims_by_regime import check, render
+
+    try:
+        if not args.check:
+            atomic_write_text(Path(args.out), render(args.results, args.out))
+            print(f"wrote {args.out}")
+            return
+        problems = check(args.results, args.out)
+    except (FileNotFoundError, ValueError) as e:
+        raise SystemExit(f"nudgerl claims-by-regime: error: {e}")
+    if problems:
+        print(f"nudgerl claims-by-regime --check: {args.out} does not match {' '.join(args.results)}:", file=sys.stderr)
+        print("\n".join(f"  {p}" for p in problems), file=sys.stderr)
+        raise SystemExit(2)
+    print(f"{args.out}: matches {' '.join(args.results)}")
+
+
 TITLE = "reporting: tables, claims, compute accounting, audit"
 
 
@@ -249,6 +270,12 @@ def register(subparsers) -> None:
     p.add_argument("--benchmarks", nargs="+", required=True)
     p.add_argument("--bootstrap-samples", type=int, default=2000)
     p.add_argument("--out-prefix", required=True)
+
+    p = add_command(subparsers, "claims-by-regime", cmd_claims_by_regime,
+                    "the claims of several run folders side by side, each labelled with its base models' regime")
+    p.add_argument("--results", nargs="+", required=True, help="run folders (results/<run_name>), one column each")
+    p.add_argument("--out", required=True, help="the page (e.g. docs/results/claims_by_regime.md)")
+    p.add_argument("--check", action="store_true", help="write nothing: exit 2 unless the page matches the runs")
 
     p = add_command(subparsers, "base-model-table", cmd_base_model_table,
                     "every replicate's base-model figures and regime verdict")
