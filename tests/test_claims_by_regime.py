@@ -20,13 +20,15 @@ def _run(root: Path, name: str, shares, claim1: tuple, claim4_verdict: str) -> s
     pd.DataFrame({"seed": range(len(shares)), "rare_strategy_share_unhinted": shares}).to_csv(
         run / "diagnostics" / "base_models.csv", index=False)
     verdict, delta, low, high = claim1
-    rows = [{"claim": 1, "text": CLAIM_1, "paper": "0.489 vs 0.487", "replicates": len(shares), "better": "nudgerl8",
+    seeds = " ".join(str(s) for s in range(len(shares)))
+    rows = [{"claim": 1, "text": CLAIM_1, "paper": "0.489 vs 0.487", "replicates": len(shares), "seeds": seeds,
+             "better": "nudgerl8",
              "worse": "grpo32", "delta": delta, "ci_low": low, "ci_high": high, "verdict": verdict}]
     if claim4_verdict == "not run":
         rows.append({"claim": 4, "text": "p_drop = 0.5 is the best", "paper": "0.598", "replicates": 1,
-                     "verdict": "not run", "note": "not in this DAG: p_drop"})
+                     "seeds": "0", "verdict": "not run", "note": "not in this DAG: p_drop"})
     else:  # two comparisons, one verdict
-        rows += [{"claim": 4, "text": "p_drop = 0.5 is the best", "paper": "0.598", "replicates": 1,
+        rows += [{"claim": 4, "text": "p_drop = 0.5 is the best", "paper": "0.598", "replicates": 1, "seeds": "0",
                   "better": "nudgerl8", "worse": w, "delta": d, "ci_low": d - 0.01, "ci_high": d + 0.01,
                   "verdict": claim4_verdict} for w, d in (("nudgerl8_pdrop0", 0.05), ("nudgerl8_pdrop0.75", 0.02))]
     pd.DataFrame(rows).to_csv(run / "tables" / "claims.csv", index=False)
@@ -36,7 +38,7 @@ def _run(root: Path, name: str, shares, claim1: tuple, claim4_verdict: str) -> s
         run / "tables" / "table1_replicates.csv", index=False)
     if name == "embedded_rare":  # exploration success: nudgerl8 found on 4 of 5, grpo32 on 1 of 5
         pd.DataFrame([{"method": m, "seed": s, "found": k, "replicates": 5, "run_found": s < k}
-                      for m, k in (("nudgerl8", 4), ("grpo32", 1)) for s in range(5)]).to_csv(
+                      for m, k in (("nudgerl8", 4), ("grpo32", 1), ("nudgerl8_pdrop0", 1)) for s in range(5)]).to_csv(
             run / "tables" / "exploration.csv", index=False)
     return str(run)
 
@@ -84,3 +86,14 @@ def test_the_command_writes_checks_and_names_a_missing_table(runs, tmp_path):
     bad = subprocess.run([nudgerl, "claims-by-regime", "--results", *runs, "--out", out], capture_output=True,
                          text=True)
     assert bad.returncode != 0 and "embedded_rare/diagnostics/base_models.csv: no base-model table" in bad.stderr
+
+
+def test_a_claim_on_one_replicate_counts_that_replicates_runs_only(runs, tmp_path):
+    """Claim 4 rests on seed 0: nudgerl8 found on 4 of 5 replicates, but on seed 0 it is 1 of 1."""
+    run = Path(runs[0])
+    pd.DataFrame([{"method": m, "seed": s, "found": k, "replicates": 3, "run_found": s < k}
+                  for m, k in (("nudgerl8", 2), ("nudgerl8_pdrop0", 0)) for s in range(3)]).to_csv(
+        run / "tables" / "exploration.csv", index=False)
+    row4 = next(line for line in render(runs, str(tmp_path / "p.md")).splitlines() if line.startswith("| 4 |"))
+    # nudgerl8_pdrop0.75 has no exploration record: its comparison carries no count
+    assert "+5.0 [+4.0, +6.0], found 1 of 1 vs 0 of 1 (p = 1); +2.0 [+1.0, +3.0] (1 replicate)" in row4
