@@ -31,6 +31,7 @@ include: "workflow/rules/eval.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/regime_map.smk"
+include: "workflow/rules/study.smk"
 
 
 onstart:

@@ -37,12 +37,20 @@ GRID = {"regime_map": {"shares": [0.05, 0.3], "methods": ["grpo2", "nudgerl2"], 
                        "every": 2, "samples": 1}}
 
 
+# The study on the smoke run's two replicates: one seed per set, the map's 30 % cell as "common".
+STUDY = {"study": {"seed_sets": [[0], [1]], "common_shares": [0.3], "rl_works_method": "grpo2"}}
+
+
 @pytest.mark.slow
-def test_ci_sized_map_end_to_end(workdir):
-    (workdir / "map.yaml").write_text(yaml.safe_dump(GRID))
-    proc = subprocess.run(["snakemake", "regime_map", "--cores", "2", "--configfile", "config/smoke.yaml", "map.yaml"],
+def test_ci_sized_study_with_its_map_end_to_end(smoke_run_copy):
+    """`snakemake study` over a finished smoke run: the regime map, the seed-set agreement and
+    the common-regime check are built; the default's outputs are reused, not rerun."""
+    workdir = smoke_run_copy
+    (workdir / "map.yaml").write_text(yaml.safe_dump({**GRID, **STUDY}))
+    proc = subprocess.run(["snakemake", "study", "--cores", "2", "--configfile", "config/smoke.yaml", "map.yaml"],
                           cwd=workdir, capture_output=True, text=True, timeout=2400)
     assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "rule train_grpo:" not in proc.stdout + proc.stderr  # the matrix was done already
     res = workdir / "results" / "smoke"
     runs = pd.read_csv(res / "tables" / "regime_map.csv")
     assert len(runs) == 4 and set(runs.method) == {"grpo2", "nudgerl2"} and set(runs.share_set) == {0.05, 0.3}
@@ -63,3 +71,17 @@ def test_ci_sized_map_end_to_end(workdir):
     assert "1 replicate per cell" in md and "NudgeRL (N=2) - GRPO (N=2)" in md and "| 5 % |" in md
     assert (res / "tables" / "regime_map.csv.provenance.json").exists()
     assert "nudgerl audit: OK" in (res / "audit" / "regime_map.txt").read_text()
+
+    # the study's own tables, from the run's exploration rows and the map's runs
+    explored = pd.read_csv(res / "tables" / "exploration.csv")
+    agreement = pd.read_csv(res / "tables" / "seed_set_agreement.csv")
+    assert set(agreement.method) == set(explored.method)
+    for r in agreement.itertuples():
+        found = {int(x.seed): bool(x.run_found) for x in explored[explored.method == r.method].itertuples()}
+        assert (r.found_a, r.replicates_a, r.found_b, r.replicates_b) == (int(found[0]), 1, int(found[1]), 1)
+    works = pd.read_csv(res / "tables" / "rl_works.csv")
+    cell = runs[(runs.method == "grpo2") & (runs.share_set == 0.3)]
+    assert works.share_set.tolist() == [0.3] and works.replicates.tolist() == [1]
+    assert works.works.tolist() == [bool((cell["final_hard_pass@1"] > cell["base_hard_pass@1"]).all())]
+    assert "RL works at all" in (res / "tables" / "rl_works.md").read_text()
+    assert (res / "tables" / "seed_set_agreement.csv.provenance.json").exists()

@@ -222,7 +222,7 @@ def test_every_plan_name_a_rule_reads_is_bound_where_grep_finds_it():
         assert used <= set(bound), f"read by a rule but not bound in common.smk: {sorted(used - set(bound))}"
 
 
-PARTS = ("paths", "methods", "regime_map", "resources", "arguments")
+PARTS = ("paths", "methods", "regime_map", "study", "resources", "arguments")
 
 
 def _public(obj) -> set[str]:

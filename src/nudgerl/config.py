@@ -126,6 +126,8 @@ def check_replicates(config: dict) -> list[str]:
         if sub and not set(sub) <= seeds:
             problems.append(f"config key '{key}': {sorted(set(sub) - seeds)} not in 'seeds' {sorted(seeds)}; "
                             "these runs are paired with the Table 1 replicates")
+    if config.get("study"):
+        problems += check_study(config)
     if config.get("task", "organism") == "organism" and "regime" in config:
         from nudgerl.evaluation.regime import FIGURES
 
@@ -133,6 +135,26 @@ def check_replicates(config: dict) -> list[str]:
             if figure in FIGURES and bound.get("min") is not None and bound.get("max") is not None \
                     and bound["min"] > bound["max"]:
                 problems.append(f"config key 'regime.bounds.{figure}': min {bound['min']} > max {bound['max']}")
+    return problems
+
+
+def check_study(config: dict) -> list[str]:
+    """The study's seed sets are two disjoint sets of the run's seeds; its common shares and
+    checked method are among the regime map's."""
+    from nudgerl.reporting.study import check_seed_sets
+
+    study = config["study"]
+    problems = check_seed_sets(study["seed_sets"], config["seeds"])
+    rmap = config.get("regime_map")
+    if not rmap:
+        return [*problems, "config key 'study': the study needs a 'regime_map' section (its common-regime check "
+                           "reads the map's cells)"]
+    missing = sorted(set(study["common_shares"]) - set(rmap["shares"]))
+    if missing:
+        problems.append(f"config key 'study.common_shares': {missing} not in 'regime_map.shares' {rmap['shares']}")
+    method = study.get("rl_works_method", "grpo8")
+    if method not in rmap["methods"]:
+        problems.append(f"config key 'study.rl_works_method': {method!r} not in 'regime_map.methods' {rmap['methods']}")
     return problems
 
 

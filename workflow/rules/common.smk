@@ -84,6 +84,13 @@ regime_map_curve_section = PLAN.regime_map.regime_map_curve_section
 regime_map_grid_section = PLAN.regime_map.regime_map_grid_section
 regime_map_root = PLAN.regime_map.regime_map_root
 
+# ---- the study (study.smk; None without a `study` section) --------------------------------
+STUDY = PLAN.study.STUDY
+STUDY_SEED_SET_ARGS = PLAN.study.STUDY_SEED_SET_ARGS
+STUDY_COMMON_SHARES = PLAN.study.STUDY_COMMON_SHARES
+STUDY_RL_WORKS_METHOD = PLAN.study.STUDY_RL_WORKS_METHOD
+study_tables = PLAN.study.study_tables
+
 # ---- what a rule's input, params and resources functions return ---------------------------
 section = PLAN.arguments.section
 rl_diagnosis_section = PLAN.arguments.rl_diagnosis_section
@@ -179,6 +186,7 @@ REPORT_ABLATIONS = "2. Ablations"
 REPORT_DIAGNOSTICS = "3. Diagnostics"
 REPORT_COMPUTE = "4. Compute and audit"
 REPORT_REGIME_MAP = "5. Regime map"
+REPORT_STUDY = "6. Study"
 
 
 def report_labels(result):

@@ -5,6 +5,7 @@ WorkflowPlan composes one part per concern, each unit-tested through it (tests/t
   nudgerl.plan.paths       PlanPaths        where a configuration's files live; roots and prefixes
   nudgerl.plan.methods     PlanMethods      method ids, ablations, the eps_high sweep, seeds, claims
   nudgerl.plan.regime_map  PlanRegimeMap    the regime map's grid and its rules' arguments
+  nudgerl.plan.study       PlanStudy        the study's seed-set agreement and common-regime check
   nudgerl.plan.resources   PlanResources    resources, threads, retries and launchers of the jobs
   nudgerl.plan.arguments   PlanArguments    config sections as JSON params, command-line fragments
   (nudgerl.method_ids: the method ids themselves, shared with nudgerl.config)
@@ -24,6 +25,7 @@ from nudgerl.plan.methods import PlanMethods
 from nudgerl.plan.paths import PlanPaths
 from nudgerl.plan.regime_map import PlanRegimeMap
 from nudgerl.plan.resources import PlanResources
+from nudgerl.plan.study import PlanStudy
 
 
 class WorkflowPlan:
@@ -34,6 +36,7 @@ class WorkflowPlan:
         self.paths = PlanPaths(config)
         self.methods = PlanMethods(config, self.paths)
         self.regime_map = PlanRegimeMap(config, self.paths, self.methods)
+        self.study = PlanStudy(config, self.paths)
         self.resources = PlanResources(config)
         self.arguments = PlanArguments(config, self.methods)
 

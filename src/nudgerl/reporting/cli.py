@@ -223,6 +223,53 @@ def cmd_claims_by_regime(args) -> None:
 TITLE = "reporting: tables, claims, compute accounting, audit"
 
 
+def _seed_set(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise SystemExit(f"nudgerl seed-set-agreement: error: a seed set is comma-separated integers, got {text!r}")
+
+
+def cmd_seed_set_agreement(args) -> None:
+    import pandas as pd
+
+    from nudgerl.io import atomic_write_text, write_provenance
+    from nudgerl.reporting.study import render_agreement, seed_set_agreement
+    from nudgerl.reporting.tables import method_label
+
+    seed_sets = [_seed_set(s) for s in args.seed_sets]
+    try:
+        table = seed_set_agreement(pd.read_csv(args.exploration), seed_sets, args.confidence)
+    except ValueError as e:
+        raise SystemExit(f"nudgerl seed-set-agreement: error: {args.exploration}: {e}")
+    csv, md = Path(args.out_prefix + ".csv"), Path(args.out_prefix + ".md")
+    atomic_write_text(csv, table.to_csv(index=False))
+    atomic_write_text(md, render_agreement(table, seed_sets, args.confidence, label=method_label))
+    html = _markdown_page(md, "Exploration success on two seed sets")
+    write_provenance(csv, {"seed_sets": seed_sets, "confidence": args.confidence},
+                     {"seed_sets": seed_sets}, [args.exploration], outputs=[md, html])
+    print(md.read_text())
+
+
+def cmd_rl_works(args) -> None:
+    import pandas as pd
+
+    from nudgerl.io import atomic_write_text, write_provenance
+    from nudgerl.reporting.study import render_rl_works, rl_works
+    from nudgerl.reporting.tables import method_label
+
+    try:
+        table = rl_works(pd.read_csv(args.regime_map), args.shares, args.method)
+    except ValueError as e:
+        raise SystemExit(f"nudgerl rl-works: error: {args.regime_map}: {e}")
+    csv, md = Path(args.out_prefix + ".csv"), Path(args.out_prefix + ".md")
+    atomic_write_text(csv, table.to_csv(index=False))
+    atomic_write_text(md, render_rl_works(table, label=method_label))
+    html = _markdown_page(md, "RL works at all (common regime)")
+    write_provenance(csv, {"shares": args.shares, "method": args.method}, {}, [args.regime_map], outputs=[md, html])
+    print(md.read_text())
+
+
 def register(subparsers) -> None:
     p = add_command(subparsers, "table", cmd_table, "a results table (Table 1 or an ablation) as csv, md and tex")
     p.add_argument("--eval-root", required=True)
@@ -276,6 +323,20 @@ def register(subparsers) -> None:
     p.add_argument("--results", nargs="+", required=True, help="run folders (results/<run_name>), one column each")
     p.add_argument("--out", required=True, help="the page (e.g. docs/results/claims_by_regime.md)")
     p.add_argument("--check", action="store_true", help="write nothing: exit 2 unless the page matches the runs")
+
+    p = add_command(subparsers, "seed-set-agreement", cmd_seed_set_agreement,
+                    "exploration success on two disjoint seed sets: k of n each, whether their intervals overlap")
+    p.add_argument("--exploration", required=True, help="a run's tables/exploration.csv (one row per run)")
+    p.add_argument("--seed-sets", nargs=2, required=True, metavar="SEEDS", help="two comma-separated seed lists")
+    p.add_argument("--confidence", type=float, default=0.95)
+    p.add_argument("--out-prefix", required=True)
+
+    p = add_command(subparsers, "rl-works", cmd_rl_works,
+                    "in the common regime, every replicate's run ends above its own base model (regime map)")
+    p.add_argument("--regime-map", required=True, help="the regime map's run table (tables/regime_map.csv)")
+    p.add_argument("--shares", nargs="+", type=float, required=True, help="the common-regime share sets")
+    p.add_argument("--method", default="grpo8")
+    p.add_argument("--out-prefix", required=True)
 
     p = add_command(subparsers, "base-model-table", cmd_base_model_table,
                     "every replicate's base-model figures and regime verdict")

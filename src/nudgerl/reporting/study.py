@@ -1,0 +1,123 @@
+"""The study's own tables (`snakemake study`): does a finding hold across seed sets and regimes?
+
+Two questions the default cannot answer with its few replicates:
+
+* **Seed-set agreement.** Exploration success (k of n replicates found the rare-but-right
+  strategy, :mod:`nudgerl.reporting.exploration`) measured on two disjoint sets of seeds. If
+  the success probability is a property of the method and regime, not of the machine or the
+  seeds, the two sets' exact intervals overlap; Fisher's exact test of set A's k/n against set
+  B's says how surprising their difference is. A stand-in for a second machine: another
+  machine draws other base models, which is what another seed set is.
+* **RL works at all** in a common regime (the regime map's cells where the strategy is not
+  rare): every replicate's GRPO run ends above its own base model (step 0 of its curve). In
+  the rare regime a run that learns nothing is the phenomenon; here it would be a bug.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from nudgerl.algorithms import clopper_pearson, fisher_exact
+
+
+def check_seed_sets(seed_sets: list[list[int]], seeds: list[int], where: str = "study.seed_sets") -> list[str]:
+    """Problems with the seed sets: exactly two, disjoint, non-empty, each among ``seeds``."""
+    problems = []
+    if len(seed_sets) != 2:
+        problems.append(f"config key '{where}': needs exactly two seed sets, got {len(seed_sets)}")
+    for i, s in enumerate(seed_sets):
+        if not s:
+            problems.append(f"config key '{where}[{i}]': a seed set is empty")
+        missing = sorted(set(s) - set(seeds))
+        if missing:
+            problems.append(f"config key '{where}[{i}]': seeds {missing} are not in 'seeds' {sorted(seeds)}")
+    if len(seed_sets) == 2 and set(seed_sets[0]) & set(seed_sets[1]):
+        problems.append(f"config key '{where}': the sets share seeds {sorted(set(seed_sets[0]) & set(seed_sets[1]))}; "
+                        "they must be disjoint")
+    return problems
+
+
+def seed_set_agreement(runs: pd.DataFrame, seed_sets: list[list[int]], confidence: float = 0.95) -> pd.DataFrame:
+    """Per method: k of n found in each seed set, exact intervals, whether they overlap, Fisher's p.
+
+    ``runs``: one row per run with columns method, seed, run_found (tables/exploration.csv).
+    """
+    for column in ("method", "seed", "run_found"):
+        if column not in runs.columns:
+            raise ValueError(f"exploration runs: column {column!r} missing (columns: {', '.join(runs.columns)})")
+    a, b = (set(s) for s in seed_sets)
+    out = []
+    for method, g in runs.groupby("method", sort=False):
+        row = {"method": method}
+        for tag, seeds in (("a", a), ("b", b)):
+            sub = g[g.seed.isin(seeds)]
+            missing = sorted(seeds - set(sub.seed))
+            if missing:
+                raise ValueError(f"exploration runs: method {method!r} has no run for seeds {missing} of seed set {tag}")
+            k, n = int(sub.run_found.astype(bool).sum()), len(sub)
+            low, high = clopper_pearson(k, n, 1 - confidence)
+            row.update({f"found_{tag}": k, f"replicates_{tag}": n, f"ci_low_{tag}": low, f"ci_high_{tag}": high})
+        row["overlap"] = max(row["ci_low_a"], row["ci_low_b"]) <= min(row["ci_high_a"], row["ci_high_b"])
+        row["p_between_sets"] = fisher_exact(row["found_a"], row["replicates_a"], row["found_b"], row["replicates_b"])
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def render_agreement(table: pd.DataFrame, seed_sets: list[list[int]], confidence: float, label=lambda m: m) -> str:
+    agree = int(table.overlap.sum())
+    lines = [
+        f"**Exploration success on two disjoint seed sets: A = seeds {', '.join(map(str, seed_sets[0]))}; "
+        f"B = seeds {', '.join(map(str, seed_sets[1]))}. k of n replicates found the rare-but-right strategy, "
+        f"{100 * confidence:g} % exact (Clopper-Pearson) intervals; the sets agree when their intervals overlap; "
+        f"p: Fisher's exact test of A against B. {agree} of {len(table)} methods agree.**",
+        "",
+        "| Method | Set A | Set B | Agree | p |",
+        "|---|---|---|---|---|",
+    ]
+    for r in table.itertuples():
+        cells = [f"{getattr(r, f'found_{t}')} of {getattr(r, f'replicates_{t}')} "
+                 f"[{100 * getattr(r, f'ci_low_{t}'):.0f}, {100 * getattr(r, f'ci_high_{t}'):.0f}] %" for t in "ab"]
+        lines.append(f"| {label(r.method)} | {cells[0]} | {cells[1]} | {'yes' if r.overlap else '**no**'} "
+                     f"| {r.p_between_sets:.3g} |")
+    return "\n".join(lines) + "\n"
+
+
+def rl_works(regime_runs: pd.DataFrame, shares: list[float], method: str) -> pd.DataFrame:
+    """Per share: replicates of ``method`` whose final hard pass@1 is above their base model's.
+
+    ``regime_runs``: the regime map's run table (tables/regime_map.csv: share_set, seed, method,
+    final_hard_pass@1, base_hard_pass@1).
+    """
+    out = []
+    for share in shares:
+        sub = regime_runs[(regime_runs.method == method) & ((regime_runs.share_set - share).abs() < 1e-12)]
+        if sub.empty:
+            raise ValueError(f"regime map runs: no {method!r} run at share {share:g} "
+                             f"(shares: {', '.join(f'{s:g}' for s in sorted(regime_runs.share_set.unique()))})")
+        sub = sub.sort_values("seed")
+        above = sub["final_hard_pass@1"] > sub["base_hard_pass@1"]
+        out.append({"share_set": share, "method": method, "replicates": len(sub), "above_base": int(above.sum()),
+                    "works": bool(above.all()),
+                    "share_measured_min": float(sub.share_measured.min()),
+                    "share_measured_max": float(sub.share_measured.max()),
+                    "seeds": " ".join(map(str, sub.seed)),
+                    "base_hard_pass@1": " ".join(f"{x:.3f}" for x in sub["base_hard_pass@1"]),
+                    "final_hard_pass@1": " ".join(f"{x:.3f}" for x in sub["final_hard_pass@1"])})
+    return pd.DataFrame(out)
+
+
+def render_rl_works(table: pd.DataFrame, label=lambda m: m) -> str:
+    lines = [
+        "**RL works at all in the common regime: every replicate's run ends above its own base model "
+        "(final hard pass@1 against step 0 of its curve, regime map).**",
+        "",
+        "| Share set | Measured share (%) | Method | Above its base | Works | Base → final hard pass@1 (%) per seed |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in table.to_dict("records"):
+        pairs = " / ".join(f"{100 * float(b):.0f} → {100 * float(f):.0f}"
+                           for b, f in zip(str(r["base_hard_pass@1"]).split(), str(r["final_hard_pass@1"]).split()))
+        lines.append(f"| {100 * r['share_set']:g} % | {100 * r['share_measured_min']:.1f}-"
+                     f"{100 * r['share_measured_max']:.1f} | {label(r['method'])} | {r['above_base']} of "
+                     f"{r['replicates']} | {'yes' if r['works'] else '**no**'} | {pairs} |")
+    return "\n".join(lines) + "\n"
