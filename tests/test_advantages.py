@@ -184,18 +184,11 @@ def test_ngrpo_learns_from_an_all_wrong_group_where_grpo_cannot(tiny_model_dir, 
     assert any(not torch.equal(weights["ngrpo"][k], base[k]) for k in base)
 
 
-# Settings of the kind each of the field's exploration fixes uses, as grpo-section keys (the
-# baselines' own values, with their sources, belong in config once they are methods of the
-# matrix): each must reach trl.GRPOConfig under TRL's own name and value.
-FIELD_FIXES = {
-    "dapo": {"loss_type": "dapo", "epsilon_high": 0.28, "mask_truncated_completions": True},
-    "dr_grpo": {"loss_type": "dr_grpo", "advantage_estimator": "dr_grpo"},
-    "gspo": {"importance_sampling_level": "sequence", "epsilon": 3e-4, "epsilon_high": 4e-4},
-    "cispo": {"loss_type": "cispo", "epsilon_high": 5.0},
-    "entropy": {"entropy_coef": 0.001},
-    "high_entropy_tokens": {"top_entropy_quantile": 0.2},
-    "ngrpo": {"advantage_estimator": "ngrpo", "epsilon_high": 0.28},
-}
+# The field's exploration fixes as config/config.yaml defines them (`baselines.methods`), and
+# one more setting of the kind (the high-entropy-token share): each must reach trl.GRPOConfig
+# under TRL's own name and value; advantage_k is ours (the pass_at_k estimator's k).
+FIELD_FIXES = {**yaml.safe_load((REPO / "config" / "config.yaml").read_text())["baselines"]["methods"],
+               "high_entropy_tokens": {"top_entropy_quantile": 0.2}}
 
 
 @pytest.mark.parametrize("name", FIELD_FIXES)
@@ -207,5 +200,5 @@ def test_the_field_fixes_settings_reach_trl(name, tmp_path):
     expected = {**section, **(get_advantage_estimator(section["advantage_estimator"]).trl_options or {}
                               if "advantage_estimator" in section else {})}
     for key, value in expected.items():
-        if key != "advantage_estimator":
+        if key not in ("advantage_estimator", "advantage_k"):
             assert getattr(args, key) == value, (name, key)

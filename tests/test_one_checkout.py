@@ -58,6 +58,9 @@ def test_configurations_share_one_checkout_without_touching_each_other(smoke_run
     assert planned and all(f.startswith("results/paper/") for f in planned), planned
     assert "results/paper/data/train.jsonl" in planned  # shared by the paper's two models
     assert "results/paper/qwen3_4b_instruct/tables/table1.html" in planned
+    # the field's exploration fixes (config.yaml's baselines) on the paper's replicate
+    assert "results/paper/qwen3_4b_instruct/tables/baselines.html" in planned
+    assert "results/paper/olmo3_7b_instruct_sft/runs/cispo8/seed0/model" in planned
 
     (work / "config" / "tiny.yaml").write_text(yaml.safe_dump(TINY))
     refused = _snakemake(work, "-n", "--configfile", "config/smoke.yaml", "config/tiny.yaml", timeout=300)

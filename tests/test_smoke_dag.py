@@ -75,6 +75,36 @@ def test_exploration_table_has_every_run(smoke_run):
     assert "| GRPO (N=8) |" in (res / "tables" / "exploration.md").read_text()
 
 
+def test_the_field_baselines_train_with_their_options_and_get_a_table(smoke_run):
+    """Each baseline of config.yaml trained (seed 0) with its options in TRL's own GRPOConfig
+    (the job's training_args.bin) or, for an estimator TRL lacks, in the run's config; the
+    baselines table sets them beside GRPO-8/16 and NudgeRL."""
+    import torch
+    import yaml
+
+    from nudgerl.training.grpo_config import TRL_FIELDS
+
+    baselines = yaml.safe_load((smoke_run / "config" / "config.yaml").read_text())["baselines"]["methods"]
+    assert len(baselines) == 7
+    grpo8 = torch.load(smoke_run / RESULTS / "runs" / "grpo8" / "seed0" / "model" / "training_args.bin",
+                       weights_only=False)
+    shape = ("num_generations", "max_steps", "per_device_train_batch_size", "gradient_accumulation_steps",
+             "learning_rate", "seed")
+    for name, overrides in baselines.items():
+        model = smoke_run / RESULTS / "runs" / f"{name}8" / "seed0" / "model"
+        args = torch.load(model / "training_args.bin", weights_only=False)
+        assert [getattr(args, k) for k in shape] == [getattr(grpo8, k) for k in shape], name  # GRPO-8's batching
+        for key, value in overrides.items():
+            if key in TRL_FIELDS:
+                assert getattr(args, key) == value, (name, key)
+        recorded = json.loads((model / "provenance.json").read_text())["config"]
+        assert {k: recorded.get(k) for k in overrides} == overrides, name
+    table = pd.read_csv(smoke_run / RESULTS / "tables" / "baselines.csv")
+    assert list(dict.fromkeys(table.method)) == ["grpo8", "nudgerl2", *(f"{n}8" for n in baselines)]
+    md = (smoke_run / RESULTS / "tables" / "baselines.md").read_text()
+    assert "| DAPO (N=8) |" in md and "| Pass@k training (N=8) |" in md
+
+
 def test_claims_table_has_seven_claims_with_verdicts(smoke_run):
     res = smoke_run / RESULTS
     df = pd.read_csv(res / "tables" / "claims.csv")

@@ -128,6 +128,10 @@ def check_replicates(config: dict) -> list[str]:
                             "these runs are paired with the Table 1 replicates")
     if config.get("study"):
         problems += check_study(config)
+    if config.get("baselines"):
+        problems += check_baselines(config)
+    if config.get("regime_map"):
+        problems += check_regime_map_methods(config)
     if config.get("task", "organism") == "organism" and "regime" in config:
         from nudgerl.evaluation.regime import FIGURES
 
@@ -155,6 +159,59 @@ def check_study(config: dict) -> list[str]:
     method = study.get("rl_works_method", "grpo8")
     if method not in rmap["methods"]:
         problems.append(f"config key 'study.rl_works_method': {method!r} not in 'regime_map.methods' {rmap['methods']}")
+    return problems
+
+
+def check_regime_map_methods(config: dict) -> list[str]:
+    """The map trains grpo<N>, NudgeRL, or a baseline defined in `baselines.methods`. (Which
+    nudgerl<N> is the main run is checked when the map is planned: a configuration that does not
+    run the map, e.g. smoke's N=2 under config.yaml's map, must still load.)"""
+    from nudgerl.method_ids import baseline_definitions, grpo_group_size
+
+    known = set(baseline_definitions(config))
+    unknown = [m for m in config["regime_map"]["methods"]
+               if grpo_group_size(m) is None and not re.fullmatch(r"nudgerl\d+", m) and m not in known]
+    if unknown:
+        return [f"config key 'regime_map.methods': {unknown} are neither grpo<N>, nudgerl<N> nor a baseline of "
+                f"'baselines.methods' ({', '.join(baseline_definitions(config)) or 'none defined'})"]
+    return []
+
+
+# What a baseline may not change: it runs with GRPO-N's steps, batching and seeds.
+BASELINE_FIXED_KEYS = ("group_sizes", "prompts_per_step", "max_steps", "per_device_train_batch_size",
+                       "optimizer_steps_per_generation", "epsilon_high_sweep", "epsilon_high_sweep_group_size",
+                       "lora", "checkpoint_every")
+
+
+def check_baselines(config: dict) -> list[str]:
+    """Each baseline's overrides are `grpo` keys of the schema (with their types), none that
+    changes steps or batching; names not read as another method's; seeds among `seeds`."""
+    import jsonschema
+
+    from nudgerl.method_ids import RESERVED_BASELINE_NAMES
+
+    baselines = config["baselines"]
+    problems = []
+    missing = sorted(set(baselines.get("seeds") or []) - set(config["seeds"]))
+    if missing:
+        problems.append(f"config key 'baselines.seeds': {missing} not in 'seeds' {sorted(config['seeds'])}; "
+                        "the baselines pair with the Table 1 replicates")
+    grpo_schema = {**load_schema()["properties"]["grpo"], "required": []}
+    for name, overrides in (baselines.get("methods") or {}).items():
+        where = f"baselines.methods.{name}"
+        if any(name.startswith(r) for r in RESERVED_BASELINE_NAMES):
+            problems.append(f"config key '{where}': a baseline's name may not start with "
+                            f"{' / '.join(RESERVED_BASELINE_NAMES)} (its id would read as that method's)")
+        fixed = sorted(set(overrides or {}) & set(BASELINE_FIXED_KEYS))
+        if fixed:
+            problems.append(f"config key '{where}': {fixed} may not differ from GRPO's (same steps and batching)")
+        for error in jsonschema.Draft202012Validator(grpo_schema).iter_errors(overrides or {}):
+            if error.validator == "additionalProperties":
+                extra = sorted(set(error.instance) - set(grpo_schema["properties"]))
+                problems.append(f"config key '{where}': {extra} are not keys of the 'grpo' section")
+            else:
+                key = ".".join(str(p) for p in error.absolute_path)
+                problems.append(f"config key '{where}.{key}': {error.message}")
     return problems
 
 

@@ -4,7 +4,8 @@ the config checks (nudgerl.config) and the workflow's plan (nudgerl.plan.workflo
 A method id names a run and its group size N (rollouts per problem): grpo{N} (GRPO baselines,
 `grpo.group_sizes`), grpo{N}_eps{value} (the eps_high sweep at N =
 `grpo.epsilon_high_sweep_group_size`), pope{N} (`pope.num_generations`) and nudgerl{M x K} (the
-main NudgeRL run; its ablations add a suffix: nudgerl8_pdrop0.25). This module imports nothing of
+main NudgeRL run; its ablations add a suffix: nudgerl8_pdrop0.25), and {name}{N} for the field's
+exploration fixes (`baselines.methods`: dapo8, ngrpo8, ...). This module imports nothing of
 nudgerl, so both can import it.
 """
 
@@ -72,6 +73,33 @@ def eps_sweep(config: dict) -> list[tuple[float, str]]:
             for eps in sorted(set(map(float, values)) | {main})]
 
 
+DEFAULT_BASELINE_GROUP_SIZE = 8
+# Names a baseline may not take: their ids would be read as another method's.
+RESERVED_BASELINE_NAMES = ("base", "grpo", "pope", "nudgerl")
+
+
+def baseline_group_size(config: dict) -> int:
+    return (config.get("baselines") or {}).get("group_size", DEFAULT_BASELINE_GROUP_SIZE)
+
+
+def baseline_seeds(config: dict) -> list[int]:
+    """The replicates the baselines train on (`baselines.seeds`; empty: none run)."""
+    return list((config.get("baselines") or {}).get("seeds") or [])
+
+
+def baseline_definitions(config: dict) -> dict[str, dict]:
+    """method id ({name}{N}) -> its `grpo` overrides, for every defined baseline, in config order
+    (the regime map may run them whether or not the matrix does)."""
+    n = baseline_group_size(config)
+    return {f"{name}{n}": dict(overrides or {}) for name, overrides in
+            ((config.get("baselines") or {}).get("methods") or {}).items()}
+
+
+def baseline_runs(config: dict) -> dict[str, dict]:
+    """The baselines the matrix trains: every definition, or none when `baselines.seeds` is empty."""
+    return baseline_definitions(config) if baseline_seeds(config) else {}
+
+
 def trained_group_sizes(config: dict) -> list[tuple[str, int]]:
     """(training rule, N) for every group size the DAG trains with a configured N."""
     grpo = config.get("grpo", {})
@@ -83,4 +111,6 @@ def trained_group_sizes(config: dict) -> list[tuple[str, int]]:
         pairs.append(("train_pope", pope_group_size(config)))
     if nudge is not None and nudge_group_size(nudge) >= 1:
         pairs.append(("train_nudgerl", nudge_group_size(nudge)))
+    if baseline_runs(config):
+        pairs.append(("train_baseline", baseline_group_size(config)))
     return pairs

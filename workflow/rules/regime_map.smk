@@ -64,7 +64,7 @@ if TASK == "organism" and RMAP:
             "--params {params.cfg:q} --threads {threads} --out {output} > {log} 2>&1"
 
     rule regime_map_train:
-        """GRPO-N or the main NudgeRL run on one base model of the map (the default's trainers)."""
+        """GRPO-N, a baseline or the main NudgeRL run on one base model of the map (the default's trainers)."""
         input:
             model=f"{RMAP_CELL}/models/base/seed{{seed}}",
             train=TRAIN,
@@ -74,7 +74,7 @@ if TASK == "organism" and RMAP:
             metrics=f"{RMAP_CELL}/runs/{{method}}/seed{{seed}}/metrics.jsonl",
         params:
             command=regime_map_train_command,
-            cfg=section("grpo", exclude=GRPO_RUN_EXCLUDE),
+            cfg=regime_map_train_section,
             run_dir=output_run_dir,
         threads: rule_threads("train_grpo")
         resources:

@@ -146,6 +146,41 @@ if TASK != "math":
             "--out-prefix {params.prefix} > {log} 2>&1"
 
 
+if BASELINES:
+
+    rule baselines_table:
+        """The field's exploration fixes (N=8) beside GRPO and the main NudgeRL run, on the baselines' replicates."""
+        input:
+            expand(f"{RESULTS}/eval/{{method}}/seed{{seed}}/summary.json", method=BASELINE_TABLE_METHODS,
+                   seed=BASELINE_SEEDS, allow_missing=True),
+        output:
+            csv=f"{RESULTS}/tables/baselines.csv",
+            md=f"{RESULTS}/tables/baselines.md",
+            tex=f"{RESULTS}/tables/baselines.tex",
+            html=report(f"{RESULTS}/tables/baselines.html", caption="../report/baselines.rst",
+                        category=REPORT_MAIN, labels=report_labels("The field's exploration fixes")),
+        params:
+            methods=BASELINE_TABLE_METHODS,
+            benchmarks=BENCHMARKS,
+            seeds=BASELINE_SEEDS,
+            n_boot=N_BOOT,
+            reference=REFERENCE,
+            exploration=TABLE1_EXPLORATION_ARG,
+            prefix=table_prefix,
+            eval_root=eval_root,
+        conda:
+            "../envs/nudgerl.yaml"
+        log:
+            f"{RESULTS}/logs/baselines_table.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/baselines_table.tsv"
+        shell:
+            "nudgerl table --title 'The field exploration fixes' --eval-root {params.eval_root} "
+            "--methods {params.methods} --benchmarks {params.benchmarks} --seeds {params.seeds} "
+            "--bootstrap-samples {params.n_boot} --reference {params.reference} {params.exploration} "
+            "--out-prefix {params.prefix} > {log} 2>&1"
+
+
 rule claims:
     """The paper's seven claims beside ours (paired intervals over problems and replicates, a verdict each)."""
     input:

@@ -134,3 +134,40 @@ rule train_grpo_eps:
         "{params.hub_offline}{params.launch} train-grpo --model {params.model} {params.prompt} --train {input.train} "
         "--num-generations {wildcards.n} --seed {wildcards.seed} --params {params.cfg:q} --threads {threads} "
         "--out-dir {params.run_dir} >> {log} 2>&1"
+
+
+if BASELINES:
+
+    rule train_baseline:
+        """One of the field's exploration fixes: GRPO-N with its options (config `baselines`)."""
+        input:
+            model=base_model_input,
+            regime=regime_input,
+            train=TRAIN,
+        output:
+            model=directory(f"{RESULTS}/runs/{{method}}/seed{{seed}}/model"),
+            metrics=f"{RESULTS}/runs/{{method}}/seed{{seed}}/metrics.jsonl",
+        wildcard_constraints:
+            method="|".join(BASELINES),
+        params:
+            cfg=baseline_section,
+            n=BASELINE_GROUP_SIZE,
+            model=base_model_arg,
+            hub_offline=HUB_OFFLINE,  # HF_HUB_OFFLINE=1 under task math (PlanPaths.HUB_OFFLINE)
+            prompt=lambda w: prompt_arg("train"),
+            launch=launcher,
+            run_dir=output_run_dir,
+        threads: rule_threads("train_baseline")
+        retries: TRAIN_RETRIES
+        resources:
+            **rule_resources("train_baseline", mem_mb=3000),
+        conda:
+            "../envs/nudgerl.yaml"
+        log:
+            f"{RESULTS}/logs/train_baseline/{{method}}_seed{{seed}}.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/train_baseline/{{method}}_seed{{seed}}.tsv"
+        shell:
+            "{params.hub_offline}{params.launch} train-grpo --model {params.model} {params.prompt} --train {input.train} "
+            "--num-generations {params.n} --seed {wildcards.seed} --params {params.cfg:q} --threads {threads} "
+            "--out-dir {params.run_dir} >> {log} 2>&1"

@@ -97,6 +97,10 @@ class PlanArguments:
         """The grpo section of an eps_high sweep run: its own epsilon_high (wildcard eps)."""
         return self.section("grpo", exclude=GRPO_RUN_EXCLUDE, epsilon_high=float(wildcards.eps))
 
+    def baseline_section(self, wildcards):
+        """The grpo section of a baseline run (wildcards.method): GRPO's, with the baseline's overrides."""
+        return self.section("grpo", exclude=GRPO_RUN_EXCLUDE, **self._methods.BASELINES[wildcards.method])
+
     def pope_section(self):
         """`train-pope --pope`: the pope section less the run's N and its oracles' stage."""
         return self.section("pope", exclude=POPE_RUN_EXCLUDE)

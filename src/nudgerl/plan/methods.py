@@ -5,8 +5,9 @@ in terms of these ids (which runs each compares, their result files).
 
 from __future__ import annotations
 
-from nudgerl.method_ids import (eps_sweep, eps_sweep_group_size, epsilon_high, grpo_group_sizes, grpo_method,
-                                grpo_methods, nudge_group_size, nudge_main_method, pope_method)
+from nudgerl.method_ids import (baseline_group_size, baseline_runs, baseline_seeds, eps_sweep, eps_sweep_group_size, epsilon_high,
+                                grpo_group_sizes, grpo_method, grpo_methods, nudge_group_size, nudge_main_method,
+                                pope_method)
 
 ABLATION_TITLES = {
     "pdrop": "Ablation: hint drop probability p_drop",
@@ -60,10 +61,21 @@ class PlanMethods:
         )
         # Case study (paper Fig. 4): the GRPO reference against the main NudgeRL run.
         self.CASE_METHODS = [self.REFERENCE, self.NUDGE_MAIN]
+        # The field's exploration fixes (config `baselines`): method id -> its grpo overrides, on
+        # BASELINE_SEEDS; their table sets them beside GRPO (the reference, and N=32 when run)
+        # and the main NudgeRL run.
+        self.BASELINES = baseline_runs(config)
+        self.BASELINE_SEEDS = baseline_seeds(config)
+        self.BASELINE_GROUP_SIZE = baseline_group_size(config)
+        self.BASELINE_TABLE_METHODS = [self.REFERENCE, *(m for m in [grpo_method(32)] if m in self.GRPO_METHODS),
+                                       self.NUDGE_MAIN, *self.BASELINES] if self.BASELINES else []
         # Every evaluated run, for the compute-matched figure.
-        self.EVALUATED = list(dict.fromkeys([*self.METHODS, *self.TRAINED, *(m for _, m in self.EPS_SWEEP)]))
-        # Which seeds each evaluated run has: the Table 1 methods every replicate, the rest ABLATION_SEEDS.
-        self.RUN_SEEDS = {m: (self.SEEDS if m in self.METHODS else self.ABLATION_SEEDS) for m in self.EVALUATED}
+        self.EVALUATED = list(dict.fromkeys([*self.METHODS, *self.TRAINED, *(m for _, m in self.EPS_SWEEP),
+                                             *self.BASELINES]))
+        # Which seeds each evaluated run has: the Table 1 methods every replicate, the baselines
+        # BASELINE_SEEDS, the rest ABLATION_SEEDS.
+        self.RUN_SEEDS = {m: (self.SEEDS if m in self.METHODS else self.BASELINE_SEEDS if m in self.BASELINES
+                              else self.ABLATION_SEEDS) for m in self.EVALUATED}
 
         # The paper's claims (nudgerl.reporting.claims) in terms of this DAG's method ids.
         self.CLAIM_ROLES = {

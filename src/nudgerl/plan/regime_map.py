@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 import shlex
 
-from nudgerl.method_ids import grpo_group_size
+from nudgerl.method_ids import baseline_definitions, grpo_group_size
+from nudgerl.plan.arguments import GRPO_RUN_EXCLUDE
 
 
 class PlanRegimeMap:
@@ -27,7 +28,7 @@ class PlanRegimeMap:
             self.RMAP_SHARES = [share_tag(s) for s in self.RMAP["shares"]]
             self.RMAP_GRID = {**{k: self.RMAP[k] for k in ("shares", "methods", "seeds", "reached", "every", "samples")},
                               "reference": methods.NUDGE_MAIN,
-                              "against": [m for m in self.RMAP["methods"] if m.startswith("grpo")]}
+                              "against": [m for m in self.RMAP["methods"] if m != methods.NUDGE_MAIN]}
 
     def regime_map_base_config(self, share):
         """The base_model section with the always-right strategy at `share` of the unhinted mixture."""
@@ -51,9 +52,17 @@ class PlanRegimeMap:
             nudge = json.dumps(self._methods.NUDGE_RUNS[main]["nudge"], sort_keys=True)
             return f"train-nudgerl --pools {shlex.quote(self._paths.POOLS)} --nudge {shlex.quote(nudge)}"
         n = grpo_group_size(wildcards.method)
+        if n is None and wildcards.method in baseline_definitions(self.config):
+            n = self.config["baselines"].get("group_size", 8)
         if n is not None:
             return f"train-grpo --num-generations {n}"
-        raise ValueError(f"config key 'regime_map.methods': {wildcards.method!r} is neither grpo<N> nor {main}")
+        raise ValueError(f"config key 'regime_map.methods': {wildcards.method!r} is neither grpo<N>, {main} "
+                         "nor a baseline of 'baselines.methods'")
+
+    def regime_map_train_section(self, wildcards):
+        """`--params` of a map run: the grpo section, with a baseline's overrides for a baseline."""
+        cfg = {k: v for k, v in self.config["grpo"].items() if k not in GRPO_RUN_EXCLUDE}
+        return json.dumps({**cfg, **baseline_definitions(self.config).get(wildcards.method, {})}, sort_keys=True)
 
     def regime_map_curve_section(self):
         """`curve-eval --params` of the map's runs: the eval section with the map's checkpoint

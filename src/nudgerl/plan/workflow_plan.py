@@ -70,6 +70,8 @@ class WorkflowPlan:
             *expand(f"{self.paths.RESULTS}/tables/claims.{{ext}}", ext=["csv", "md", "html"], allow_missing=True),
             *expand(f"{self.paths.RESULTS}/tables/ablation_{{ablation}}.{{ext}}", ablation=list(self.methods.ABLATIONS), ext=table_exts,
                     allow_missing=True),
+            *(expand(f"{self.paths.RESULTS}/tables/baselines.{{ext}}", ext=table_exts, allow_missing=True)
+              if self.methods.BASELINES else []),
             *(f for name in self.figure_names() for f in self.figure_files(name)),
             f"{self.paths.RESULTS}/figures/training_reward.png",
         ]

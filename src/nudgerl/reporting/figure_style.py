@@ -27,8 +27,17 @@ METHOD_COLORS = {
     "grpo64": "#08306b",
     "pope": "#2ca02c",
     "nudgerl": "#d62728",
+    # the field's exploration fixes (config `baselines`)
+    "dapo": "#ff7f0e",
+    "drgrpo": "#8c564b",
+    "gspo": "#e377c2",
+    "cispo": "#bcbd22",
+    "entropy": "#17becf",
+    "ngrpo": "#9467bd",
+    "passk": "#7b4173",
 }
-_FAMILY_MARKERS = {"base": "s", "grpo": "o", "pope": "^", "nudgerl": "D"}
+_FAMILY_MARKERS = {"base": "s", "grpo": "o", "pope": "^", "nudgerl": "D", "dapo": "v", "drgrpo": "<",
+                   "gspo": ">", "cispo": "P", "entropy": "*", "ngrpo": "X", "passk": "h"}
 
 
 def method_style(method: str) -> dict:

@@ -29,6 +29,12 @@ BENCHMARK_LABELS = {
 }
 
 
+# Display names of the field's exploration fixes (config/config.yaml `baselines`); another
+# name shows as written.
+BASELINE_LABELS = {"dapo": "DAPO", "drgrpo": "Dr. GRPO", "gspo": "GSPO", "cispo": "CISPO",
+                   "entropy": "GRPO + entropy bonus", "ngrpo": "NGRPO", "passk": "Pass@k training"}
+
+
 def method_label(method: str) -> str:
     """Display name of a method id (``grpo16``, ``nudgerl8``, ``nudgerl8_pdrop0.25`` ...)."""
     import re
@@ -48,6 +54,8 @@ def method_label(method: str) -> str:
             if variant.startswith(prefix):
                 return f"{name} {key}={variant[len(prefix):]}"
         return f"{name} ({variant.replace('topranked', 'top-ranked')} hints)"
+    if m := re.fullmatch(r"([a-z]+)(\d+)", method):  # the field's baselines (config `baselines`)
+        return f"{BASELINE_LABELS.get(m.group(1), m.group(1))} (N={m.group(2)})"
     return method
 
 
