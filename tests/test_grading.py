@@ -284,7 +284,7 @@ def test_a_deadline_dropped_inside_a_gc_callback_still_stops_the_item(monkeypatc
             spin(0.03)
 
     def endless_judge(*item):
-        end = time.monotonic() + 15.0
+        end = time.monotonic() + 60.0
         while time.monotonic() < end:  # half the time inside a GC callback, half outside
             spin(0.03)
             gc.collect()
@@ -301,7 +301,11 @@ def test_a_deadline_dropped_inside_a_gc_callback_still_stops_the_item(monkeypatc
     finally:
         gc.callbacks.remove(spin_in_gc)
     assert outcome == "timeout"
-    assert elapsed < LIMIT + 3.0, (elapsed, dropped)  # in process: no start-up to allow for
+    # The alarm fired again after being dropped: the item stopped long before the judge's 60 s.
+    # How long the retries take depends on how long a collection of this process's heap runs
+    # (an alarm pending through it lands in the "stop" callback and is dropped): 4.1 s in a
+    # full CI run's process, under 1 s in a fresh one.
+    assert elapsed < LIMIT + 10.0, (elapsed, dropped)
 
 
 def test_in_process_off_the_main_thread_is_refused():

@@ -24,7 +24,8 @@ from conftest import REPO, copy_workflow, job_counts, save_tiny_model
 CLUSTER_ENV = {"NUDGERL_SLURM_ACCOUNT": "acct-test", "NUDGERL_SLURM_PARTITION": "gpu-test"}
 PAPER = yaml.safe_load((REPO / "config" / "paper.yaml").read_text())
 HUB_IDS = [m["path"] for m in PAPER["models"]]  # paper.yaml names its models by Hub id
-MODEL_RULES = ("train_grpo", "train_grpo_eps", "train_nudgerl", "train_pope", "evaluate", "curve_eval", "rank_hints")
+MODEL_RULES = ("train_grpo", "train_grpo_eps", "train_baseline", "train_nudgerl", "train_pope", "evaluate", "curve_eval",
+               "rank_hints")
 NETWORK_RULES = ("snapshot_model", "prepare_train", "prepare_benchmark", "strategy_pools", "oracle_solutions")
 
 

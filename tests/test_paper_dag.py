@@ -14,8 +14,9 @@ from conftest import REPO
 # profiles/slurm reads the account and partition from the environment
 CLUSTER_ENV = {"NUDGERL_SLURM_ACCOUNT": "acct-test", "NUDGERL_SLURM_PARTITION": "gpu-test"}
 GPU_TYPE_VAR = "NUDGERL_SLURM_GPU_TYPE"  # optional: the cluster's GPU type name
-GPU_RULES = ("train_grpo", "train_grpo_eps", "train_nudgerl", "train_pope", "evaluate", "curve_eval", "rank_hints")
-TRAIN_RULES = ("train_grpo", "train_grpo_eps", "train_nudgerl", "train_pope")
+GPU_RULES = ("train_grpo", "train_grpo_eps", "train_baseline", "train_nudgerl", "train_pope", "evaluate", "curve_eval",
+             "rank_hints")
+TRAIN_RULES = ("train_grpo", "train_grpo_eps", "train_baseline", "train_nudgerl", "train_pope")
 # The longest a job may ask for: many clusters' partitions cap at 24 h (a request over the cap
 # never starts); training runs longer than that are carried across jobs by resume.
 MAX_RUNTIME_MIN = 24 * 60
@@ -98,16 +99,22 @@ def expected_matrix() -> dict[str, int]:
     # training curves: checkpoints of GRPO at N <= 32 and NudgeRL-8 (Fig. 3)
     curve_runs = sum(n <= 32 for n in cfg["grpo"]["group_sizes"]) + 1
     pope_runs = 1
+    # the field's exploration fixes: config.yaml defines them, paper.yaml names their replicates
+    defined = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["baselines"]["methods"]
+    baseline_runs = len(defined) * len(cfg["baselines"]["seeds"])
     per_model = {
         "train_grpo": grpo_runs * seeds,
         "train_grpo_eps": eps_runs * seeds,
         "train_pope": pope_runs * seeds,
         "train_nudgerl": nudgerl_runs * seeds,
-        "evaluate": (1 + grpo_runs + eps_runs + pope_runs + nudgerl_runs) * seeds,  # Base + every trained run
+        "train_baseline": baseline_runs,
+        # Base + every trained run
+        "evaluate": (1 + grpo_runs + eps_runs + pope_runs + nudgerl_runs) * seeds + baseline_runs,
         "curve_eval": curve_runs * seeds,
         "rank_hints": 1,  # top-ranked hint sampling: pools ranked by each base policy
         "table1": 1,
         "ablation_table": 3,  # p_drop, hint sampling, lambda_distill
+        "baselines_table": 1,
         # figures that need no organism trace parser, the compute table and the audit
         "training_curves": 1,
         "eps_high_scaling": 1,
@@ -127,6 +134,7 @@ def test_job_counts_are_the_papers_matrix(paper_dry_run):
     expected = expected_matrix()
     # 2 models x (4 GRPO + 5 eps_high + POPE + NudgeRL + 7 ablation runs), 5 benchmarks
     assert expected["train_nudgerl"] == 16 and expected["train_grpo_eps"] == 10 and expected["prepare_benchmark"] == 5
+    assert expected["train_baseline"] == 14 and expected["evaluate"] == 52  # + 7 baselines x 2 models
     assert {k: counts.get(k, 0) for k in expected} == expected
     for organism_rule in ("organism_data", "drilled_model", "base_model", "diagnose_base", "strategy_diversity", "case_study"):
         assert organism_rule not in counts
