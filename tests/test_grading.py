@@ -302,9 +302,9 @@ def test_a_deadline_dropped_inside_a_gc_callback_still_stops_the_item(monkeypatc
         gc.callbacks.remove(spin_in_gc)
     assert outcome == "timeout"
     # The alarm fired again after being dropped: the item stopped long before the judge's 60 s.
-    # How long the retries take depends on how long a collection of this process's heap runs
-    # (an alarm pending through it lands in the "stop" callback and is dropped): 4.1 s in a
-    # full CI run's process, under 1 s in a fresh one.
+    # How long the retries take depends on the process (an alarm pending through a long
+    # collection lands in the "stop" callback and is dropped): 4.1 s once in a full CI run's
+    # process; test_grading.py alone stayed under the earlier bound of 4 s.
     assert elapsed < LIMIT + 10.0, (elapsed, dropped)
 
 
