@@ -11,7 +11,7 @@ import torch
 import yaml
 
 from nudgerl.advantages import (ADVANTAGE_ESTIMATORS, AdvantageOptions, get_advantage_estimator,
-                                group_advantages)
+                                group_advantages, zero_variance_groups)
 from nudgerl.organism import task
 from nudgerl.training.grpo_config import GRPORunConfig
 
@@ -114,7 +114,7 @@ def _rewards_from_length(prompts, completions, **kwargs):
     return [float(len(completion_text(c)) % 2) for c in completions]
 
 
-def _scored(model_dir, tmp_path, **grpo):
+def _scored(model_dir, tmp_path, reward=None, **grpo):
     from nudgerl.training.estimator_trainer import grpo_trainer
     from nudgerl.training.grpo import build_trainer
 
@@ -123,8 +123,8 @@ def _scored(model_dir, tmp_path, **grpo):
                for p in problems]
     cfg = GRPORunConfig(num_generations=8, prompts_per_step=2, max_steps=1, max_completion_length=12, **grpo)
     trainer_cls, extra = grpo_trainer(cfg)
-    trainer = build_trainer(trainer_cls, model_dir, records, cfg, tmp_path, reward_funcs=[_rewards_from_length],
-                            **extra)
+    trainer = build_trainer(trainer_cls, model_dir, records, cfg, tmp_path,
+                            reward_funcs=[reward or _rewards_from_length], **extra)
     trainer.model.train()
     batch = [records[i // 8] for i in range(16)]  # two groups, as TRL's RepeatSampler yields them
     captured = {}
@@ -136,7 +136,7 @@ def _scored(model_dir, tmp_path, **grpo):
 
     trainer._calculate_rewards = keep
     out = trainer._generate_and_score_completions(batch)
-    return trainer, out["advantages"].numpy(), captured["rewards"].sum(dim=1).numpy()
+    return trainer, out, captured["rewards"].sum(dim=1).numpy()
 
 
 @pytest.mark.parametrize("name, options", [("ngrpo", AdvantageOptions()), ("pass_at_k", AdvantageOptions(k=4)),
@@ -144,7 +144,8 @@ def _scored(model_dir, tmp_path, **grpo):
 def test_a_trainer_uses_the_configured_estimator(tiny_model_dir, tmp_path, name, options):
     """ngrpo / pass_at_k through our hook; grpo / dr_grpo through TRL's own code, which must
     compute what the registered function writes down."""
-    trainer, advantages, rewards = _scored(tiny_model_dir, tmp_path, advantage_estimator=name, advantage_k=options.k)
+    trainer, out, rewards = _scored(tiny_model_dir, tmp_path, advantage_estimator=name, advantage_k=options.k)
+    advantages = out["advantages"].numpy()
     assert type(trainer).__name__ == ("GRPOTrainer" if get_advantage_estimator(name).trl_options else
                                       "EstimatorGRPOTrainer")
     assert 0 < rewards.sum() < len(rewards)  # the groups are not all alike: the estimators differ
@@ -191,6 +192,9 @@ FIELD_FIXES = {**yaml.safe_load((REPO / "config" / "config.yaml").read_text())["
                "high_entropy_tokens": {"top_entropy_quantile": 0.2}}
 
 
+OUR_KEYS = ("advantage_estimator", "advantage_k", "dynamic_sampling")  # settings our trainer applies, not TRL
+
+
 @pytest.mark.parametrize("name", FIELD_FIXES)
 def test_the_field_fixes_settings_reach_trl(name, tmp_path):
     from nudgerl.training.grpo import trl_config
@@ -200,5 +204,70 @@ def test_the_field_fixes_settings_reach_trl(name, tmp_path):
     expected = {**section, **(get_advantage_estimator(section["advantage_estimator"]).trl_options or {}
                               if "advantage_estimator" in section else {})}
     for key, value in expected.items():
-        if key not in ("advantage_estimator", "advantage_k"):
+        if key not in OUR_KEYS:
             assert getattr(args, key) == value, (name, key)
+
+
+# ---------------------------------------------------------------- DAPO's dynamic sampling
+
+
+def test_zero_variance_groups_are_the_all_alike_ones():
+    r = [1, 1, 1, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0.5, 0.5, 0.5, 0.5]
+    assert zero_variance_groups(r, 4).tolist() == [True, False, True, True]
+    with pytest.raises(ValueError, match="not whole groups of 3"):
+        zero_variance_groups(r, 3)
+
+
+def test_dynamic_sampling_needs_a_token_normalised_loss():
+    with pytest.raises(ValueError, match=r"'grpo.dynamic_sampling'.*token-normalised.*not loss_type 'grpo'"):
+        GRPORunConfig(dynamic_sampling="drop")
+    with pytest.raises(ValueError, match=r"'grpo.dynamic_sampling': 'resample'"):
+        GRPORunConfig(loss_type="dapo", dynamic_sampling="resample")
+
+
+def test_dynamic_sampling_drops_the_all_alike_groups_from_the_loss(tiny_model_dir, tmp_path):
+    """DAPO as config.yaml defines it, through TRL's generation and scoring: the rollouts of an
+    all-alike group leave the loss mask and TRL's token normaliser, the others stay as TRL made them."""
+    section = FIELD_FIXES["dapo"]
+    assert section["dynamic_sampling"] == "drop"
+    for attempt in range(3):  # the second group is all alike with p = 1/128: then draw again
+        trainer, out, rewards = _scored(tiny_model_dir, tmp_path / str(attempt), reward=_rewards_all_wrong_first,
+                                        **section)
+        dropped = zero_variance_groups(rewards, 8)
+        if dropped.tolist() == [True, False]:
+            break
+    assert type(trainer).__name__ == "EstimatorGRPOTrainer" and dropped.tolist() == [True, False]
+    mask = out["completion_mask"]
+    assert mask[:8].sum() == 0 and mask[8:].sum() > 0
+    assert int(out["num_items_in_batch"]) == int(mask.sum())
+    assert trainer._metrics["train"]["dynamic_sampling/dropped_groups"][-1] == 0.5
+
+
+def test_dynamic_sampling_trains_through_trls_loop_when_every_group_is_dropped(tiny_model_dir, tmp_path):
+    """The whole training path with DAPO's settings: a random tiny model gets every reward 0, so
+    every group is dropped; the masked loss stays finite (TRL's normaliser clamps at 1), the
+    weights stay put, and every metrics row says all groups were dropped."""
+    from safetensors.torch import load_file
+
+    from nudgerl.training.grpo import train_grpo
+
+    problems = task.training_problems(0, 4, 1.0)
+    records = [{"prompt": [{"role": "user", "content": p.text()}], "answer": str(p.answer), "id": p.id}
+               for p in problems]
+    cfg = GRPORunConfig(num_generations=4, prompts_per_step=2, max_steps=2, max_completion_length=8,
+                        learning_rate=1e-2, checkpoint_every=1, **FIELD_FIXES["dapo"])
+    report = train_grpo(str(tiny_model_dir), records, cfg, tmp_path / "dapo")
+    assert report["global_step"] == 2 and report["config"]["dynamic_sampling"] == "drop"
+    rows = [json.loads(line) for line in (tmp_path / "dapo" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["dynamic_sampling/dropped_groups"] for r in rows] == [1.0, 1.0]
+    assert all(r["reward_mean"] == 0 and r["rollout_tokens"] > 0 and np.isfinite(r["loss"]) for r in rows)
+    weights, base = load_file(tmp_path / "dapo" / "model" / "model.safetensors"), load_file(
+        Path(tiny_model_dir) / "model.safetensors")
+    assert all(torch.equal(weights[k], base[k]) for k in base)
+
+
+def _rewards_all_wrong_first(prompts, completions, **kwargs):
+    """The first group (8 rollouts) all wrong; the second by length, right and wrong."""
+    from nudgerl.training.rewards import completion_text
+
+    return [0.0 if i < 8 else float(len(completion_text(c)) % 2) for i, c in enumerate(completions)]

@@ -23,7 +23,8 @@ def test_baselines_are_defined_in_the_default_and_trained_only_where_seeded():
     assert list(baseline_definitions(CONFIG)) == ["dapo8", "drgrpo8", "gspo8", "cispo8", "entropy8", "ngrpo8", "passk8"]
     assert baseline_runs(CONFIG) == {} and ("train_baseline", 8) not in trained_group_sizes(CONFIG)
     cfg = _with(seeds=[0, 1])
-    assert baseline_runs(cfg)["dapo8"] == {"loss_type": "dapo", "epsilon_high": 0.28, "mask_truncated_completions": True}
+    assert baseline_runs(cfg)["dapo8"] == {"loss_type": "dapo", "epsilon_high": 0.28, "mask_truncated_completions": True,
+                                          "dynamic_sampling": "drop"}
     assert ("train_baseline", 8) in trained_group_sizes(cfg)
     assert check_baselines(CONFIG) == [] and check_baselines(cfg) == []
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from nudgerl.algorithms import bootstrap_mean_of_means, claim_verdict
-from nudgerl.reporting.claims import build_claims, evaluate_claims, render_markdown
+from nudgerl.reporting.claims import OURS, build_claims, evaluate_claims, render_markdown
 from nudgerl.io import write_jsonl
 from nudgerl.reporting.tables import render_replicates, replicate_rows
 
@@ -96,3 +96,23 @@ def test_claims_from_records(tmp_path):
     nud = per[per.method == "nudgerl8"]
     assert nud.above_reference.all() and (per[per.method == "grpo32"].delta == 0).all()
     assert "| NudgeRL (N=8) |" in render_replicates(per, ["base", "grpo32", "nudgerl8"], samples=8)
+
+
+def test_our_claim_against_the_fields_fixes_where_they_ran(tmp_path):
+    """Claim 8 (ours, labelled so) exists only where baselines ran, on their replicates, and
+    takes the paper's verdict rule: one fix significantly better than NudgeRL contradicts it."""
+    assert 8 not in {c.number for c in build_claims(ROLES)}
+    roles = {**ROLES, "baselines": ["dapo8", "passk8"], "baseline_seeds": [0, 1], "baseline_n": 8}
+    claim = {c.number: c for c in build_claims(roles)}[8]
+    assert claim.comparisons == [("nudgerl8", "dapo8"), ("nudgerl8", "passk8")] and claim.seeds == [0, 1]
+    assert claim.paper == OURS and "(DAPO, Pass@k training)" in claim.text
+    ev, runs = tmp_path / "eval", tmp_path / "runs"
+    base = np.random.default_rng(1).uniform(0.2, 0.6, size=40)
+    for s in (0, 1):
+        _write_eval(ev, "nudgerl8", s, np.clip(base + 0.2, 0, 1))
+        _write_eval(ev, "dapo8", s, base)
+        _write_eval(ev, "passk8", s, np.clip(base + 0.4, 0, 1))
+    df = evaluate_claims([claim], ev, runs, BENCHES, n_boot=300)
+    assert list(df.worse) == ["dapo8", "passk8"] and set(df.verdict) == {"contradicted"}
+    assert df.delta.iloc[0] > 0.1 > -0.1 > df.delta.iloc[1]
+    assert "| 8 | NudgeRL (N=8) > every exploration fix" in render_markdown(df) and OURS in render_markdown(df)

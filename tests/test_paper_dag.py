@@ -115,6 +115,7 @@ def expected_matrix() -> dict[str, int]:
         "table1": 1,
         "ablation_table": 3,  # p_drop, hint sampling, lambda_distill
         "baselines_table": 1,
+        "baselines_figure": 1,
         # figures that need no organism trace parser, the compute table and the audit
         "training_curves": 1,
         "eps_high_scaling": 1,

@@ -103,18 +103,25 @@ def test_the_field_baselines_train_with_their_options_and_get_a_table(smoke_run)
     assert list(dict.fromkeys(table.method)) == ["grpo8", "nudgerl2", *(f"{n}8" for n in baselines)]
     md = (smoke_run / RESULTS / "tables" / "baselines.md").read_text()
     assert "| DAPO (N=8) |" in md and "| Pass@k training (N=8) |" in md
+    dapo = [json.loads(line) for line in
+            (smoke_run / RESULTS / "runs" / "dapo8" / "seed0" / "metrics.jsonl").read_text().splitlines()]
+    assert all(0 <= r["dynamic_sampling/dropped_groups"] <= 1 for r in dapo)  # DAPO's dynamic sampling ran
+    figure = json.loads((smoke_run / RESULTS / "figures" / "baselines.json").read_text())
+    assert [s["method"] for s in figure["series"]] == ["grpo8", "nudgerl2", *(f"{n}8" for n in baselines)]
+    assert all(s["x"][0] > 0 and s["seeds"] == [0] for s in figure["series"])  # rollout tokens, baseline seeds
 
 
-def test_claims_table_has_seven_claims_with_verdicts(smoke_run):
+def test_claims_table_has_the_papers_seven_claims_and_ours_with_verdicts(smoke_run):
     res = smoke_run / RESULTS
     df = pd.read_csv(res / "tables" / "claims.csv")
-    assert sorted(df.claim.unique()) == list(range(1, 8))
+    assert sorted(df.claim.unique()) == list(range(1, 9))  # 8: ours, the smoke run trains the baselines
     assert set(df.verdict) <= {"supported", "contradicted", "inconclusive"}
     assert df.groupby("claim").verdict.nunique().eq(1).all()  # one verdict per claim
     assert set(df[df.claim <= 3].replicates) == {2} and set(df[df.claim >= 4].replicates) == {1}
     assert df[df.claim == 1].rollout_token_ratio.notna().any()
+    assert len(df[df.claim == 8]) == 7 and set(df[df.claim == 8].better) == {"nudgerl2"}
     md = (res / "tables" / "claims.md").read_text()
-    assert md.count("\n| ") == 8 and "0.489 vs 0.487" in md
+    assert md.count("\n| ") == 9 and "0.489 vs 0.487" in md and "not the paper's (ours)" in md
 
 
 def test_training_metrics_and_checkpoints(smoke_run):

@@ -74,6 +74,17 @@ def group_advantages(name: str, rewards: Sequence[float], contexts: Sequence | N
     return estimator.fn(np.asarray(rewards, dtype=float), contexts, options)
 
 
+def zero_variance_groups(rewards: Sequence[float], G: int) -> np.ndarray:
+    """Per group of G consecutive rollouts: True where every reward is the same (all right or all
+    wrong), the groups DAPO's dynamic sampling filters out (no estimator above gives them a
+    gradient but NGRPO's)."""
+    r = np.asarray(rewards, dtype=float)
+    if G < 1 or r.size % G:
+        raise ValueError(f"{r.size} rewards are not whole groups of {G}")
+    groups = r.reshape(-1, G)
+    return groups.max(axis=1) == groups.min(axis=1)
+
+
 def _sigma(r: np.ndarray) -> float:
     return float(r.std(ddof=1)) if r.size > 1 else 0.0
 

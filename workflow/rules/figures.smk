@@ -183,6 +183,37 @@ rule compute_matched:
         "--out-prefix {params.prefix} > {log} 2>&1"
 
 
+if BASELINES:
+
+    rule baselines_figure:
+        """The field's exploration fixes beside GRPO and NudgeRL: final pass@1 against the rollout
+        tokens each method's training generated, on the baselines' replicates."""
+        input:
+            evals=[f"{RESULTS}/eval/{m}/seed{s}/summary.json" for m in BASELINE_TABLE_METHODS for s in BASELINE_SEEDS],
+            metrics=[f"{RESULTS}/runs/{m}/seed{s}/metrics.jsonl" for m in BASELINE_TABLE_METHODS for s in BASELINE_SEEDS],
+        output:
+            **figure_report_outputs("baselines", "baselines_figure", REPORT_MAIN,
+                                    "The field's exploration fixes: pass@1 vs rollout tokens"),
+        params:
+            methods=BASELINE_TABLE_METHODS,
+            eval_root=eval_root,
+            runs_root=runs_root,
+            benchmarks=BENCHMARKS,
+            seeds=BASELINE_SEEDS,
+            n_boot=N_BOOT,
+            prefix=figure_prefix,
+        conda:
+            "../envs/nudgerl.yaml"
+        log:
+            f"{RESULTS}/logs/baselines_figure.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/baselines_figure.tsv"
+        shell:
+            "nudgerl plot-compute-matched --eval-root {params.eval_root} --runs-root {params.runs_root} "
+            "--methods {params.methods} --benchmarks {params.benchmarks} --seeds {params.seeds} "
+            "--bootstrap-samples {params.n_boot} --out-prefix {params.prefix} > {log} 2>&1"
+
+
 rule compute_table:
     """Compute accounting of every job that ran: wall/CPU time, peak memory, tokens, GPU-hours."""
     input:

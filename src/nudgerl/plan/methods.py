@@ -89,6 +89,10 @@ class PlanMethods:
             "eps": [[e, m] for e, m in self.EPS_SWEEP],
             "seeds": self.SEEDS,
             "ablation_seeds": self.ABLATION_SEEDS,
+            # our eighth claim (NudgeRL beats each of them) where the baselines are trained
+            "baselines": list(self.BASELINES),
+            "baseline_seeds": self.BASELINE_SEEDS,
+            "baseline_n": self.BASELINE_GROUP_SIZE,
         }
 
     def _ablations(self):

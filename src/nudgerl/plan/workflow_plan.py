@@ -53,6 +53,8 @@ class WorkflowPlan:
             names.append("training_curves")
         if self.methods.EPS_SWEEP:
             names.append("eps_high_scaling")
+        if self.methods.BASELINES:
+            names.append("baselines")
         return names
 
     def result_outputs(self):

@@ -42,10 +42,15 @@ def table_sources(run: Path) -> list[TableSource]:
               TableSource("Exploration success", "tables/exploration.md", f"rule `exploration_table` {report}"),
               TableSource("The paper's claims beside ours", "tables/claims.md", f"rule `claims` {report}"),
               *ablations,
+              TableSource("The field's exploration fixes", "tables/baselines.md", f"rule `baselines_table` {report}"),
               TableSource("Base models of the replicates", "diagnostics/base_models.md",
                           "rule `base_model_table` (workflow/rules/base.smk)"),
               TableSource("Regime map", "tables/regime_map.md", "rule `regime_map_figure` of `snakemake regime_map "
-                          "--cores 2` (workflow/rules/regime_map.smk)")]
+                          "--cores 2` (workflow/rules/regime_map.smk)"),
+              TableSource("Exploration success on two seed sets", "tables/seed_set_agreement.md",
+                          "rule `seed_set_agreement` of `snakemake study` (workflow/rules/study.smk)"),
+              TableSource("RL works in the common regime", "tables/rl_works.md",
+                          "rule `rl_works` of `snakemake study` (workflow/rules/study.smk)")]
     return [t for t in tables if (run / t.rel).is_file()]
 
 

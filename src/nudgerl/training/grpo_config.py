@@ -24,6 +24,10 @@ TRL_FIELDS = ("num_generations", "max_steps", "learning_rate", "lr_scheduler_typ
               "mask_truncated_completions", "importance_sampling_level", "entropy_coef", "top_entropy_quantile")
 
 
+# TRL 1.16's losses divided by the batch's loss tokens: the ones DAPO's dynamic sampling reweights.
+TOKEN_NORMALISED_LOSSES = ("dapo", "cispo", "bnpo")
+
+
 @dataclass
 class GRPORunConfig:
     """What one GRPO run needs; built from the ``grpo`` config section plus run keys.
@@ -92,6 +96,9 @@ class GRPORunConfig:
     # their own ("nudgerl").
     advantage_estimator: str | None = None
     advantage_k: int = 4  # the k of the pass_at_k estimator
+    # DAPO's dynamic sampling, as far as TRL's fixed batches allow: "drop" takes the groups whose
+    # rollouts all scored alike out of a token-normalised loss (dapo, cispo, bnpo); None: off.
+    dynamic_sampling: str | None = None
     grader_mode: str = DEFAULT_MODE  # nudgerl.evaluation.grading.GRADER_MODES: how the reward reads completions
     stop: list[str] = field(default_factory=list)  # generation stop strings (vLLM), from the prompt template
     extra: dict = field(default_factory=dict)  # passed through to trl.GRPOConfig
@@ -101,6 +108,12 @@ class GRPORunConfig:
             get_advantage_estimator(self.advantage_estimator)  # an unknown name fails when the config is read
         if self.advantage_k < 1:
             raise ValueError(f"config key 'grpo.advantage_k': must be >= 1, got {self.advantage_k}")
+        if self.dynamic_sampling not in (None, "drop"):
+            raise ValueError(f"config key 'grpo.dynamic_sampling': {self.dynamic_sampling!r} is not 'drop' or null")
+        if self.dynamic_sampling and self.loss_type not in TOKEN_NORMALISED_LOSSES:
+            # under a per-sequence or constant normaliser a dropped group's rows weigh as before
+            raise ValueError(f"config key 'grpo.dynamic_sampling': 'drop' changes only a token-normalised loss "
+                             f"(loss_type {' / '.join(TOKEN_NORMALISED_LOSSES)}), not loss_type {self.loss_type!r}")
 
     @classmethod
     def from_dict(cls, d: dict, section: str = "grpo") -> GRPORunConfig:

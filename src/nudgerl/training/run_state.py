@@ -64,7 +64,8 @@ def metrics_callback(path: Path, cfg: GRPORunConfig, resume_tokens: float):
                 # TRL's num_input_tokens_seen: prompt + completion tokens trained on so far
                 "num_tokens": logs.get("num_tokens"),
             }
-            row.update({k: v for k, v in logs.items() if k.startswith("nudge/")})
+            # NudgeRL's hint metrics; the share of groups DAPO's dynamic sampling dropped
+            row.update({k: v for k, v in logs.items() if k.startswith(("nudge/", "dynamic_sampling/"))})
             self.t_last = now
             with open(path, "a") as f:
                 f.write(json.dumps(row) + "\n")
