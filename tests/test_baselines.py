@@ -59,7 +59,18 @@ def test_the_regime_map_trains_grpo_nudgerl_or_a_defined_baseline():
     assert check_regime_map_methods(cfg) == [
         "config key 'regime_map.methods': ['ppo8'] are neither grpo<N>, nudgerl<N> nor a baseline of 'baselines.methods' "
         "(dapo8, drgrpo8, gspo8, cispo8, entropy8, ngrpo8, passk8)"]
+    cfg["regime_map"]["baselines"] = {"methods": ["dapo8", "sac8"], "seeds": [0, 9]}
+    assert check_regime_map_methods(cfg)[1:] == [
+        "config key 'regime_map.baselines.methods': ['sac8'] are not baselines of 'baselines.methods' "
+        "(dapo8, drgrpo8, gspo8, cispo8, entropy8, ngrpo8, passk8)",
+        "config key 'regime_map.baselines.seeds': [9] not in 'regime_map.seeds' [0, 1, 2] (the baselines pair "
+        "with the map's runs on the same base models)"]
+    cfg["regime_map"]["methods"] = ["grpo8", "nudgerl8", "dapo8"]
+    cfg["regime_map"]["baselines"] = {"methods": ["dapo8", "ngrpo8"], "seeds": [1]}
     plan = WorkflowPlan(cfg)
+    grid = yaml.safe_load(plan.regime_map.regime_map_baselines_grid_section())
+    assert grid["methods"] == ["grpo8", "nudgerl8", "dapo8", "ngrpo8"] and grid["seeds"] == [1]
+    assert grid["against"] == ["dapo8", "ngrpo8"] and plan.regime_map.RMAP_BASELINES == ["ngrpo8"]  # dapo8 runs already
     w = type("W", (), {"method": "gspo8"})()
     assert plan.regime_map.regime_map_train_command(w) == "train-grpo --num-generations 8"
     assert yaml.safe_load(plan.regime_map.regime_map_train_section(w))["importance_sampling_level"] == "sequence"

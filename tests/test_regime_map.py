@@ -34,7 +34,9 @@ def test_final_pass_and_tokens_to_first_reach():
 
 
 GRID = {"regime_map": {"shares": [0.05, 0.3], "methods": ["grpo2", "nudgerl2"], "seeds": [0], "reached": 0.5,
-                       "every": 2, "samples": 1}}
+                       "every": 2, "samples": 1,
+                       # one of the field's fixes (smoke trains them at N=8) in every cell, on seed 0
+                       "baselines": {"methods": ["ngrpo8"], "seeds": [0]}}}
 
 
 # The study on the smoke run's two replicates: one seed per set, the map's 30 % cell as "common".
@@ -71,6 +73,16 @@ def test_ci_sized_study_with_its_map_end_to_end(smoke_run_copy):
     assert "1 replicate per cell" in md and "NudgeRL (N=2) - GRPO (N=2)" in md and "| 5 % |" in md
     assert (res / "tables" / "regime_map.csv.provenance.json").exists()
     assert "nudgerl audit: OK" in (res / "audit" / "regime_map.txt").read_text()
+    # the baselines' sub-grid beside the map's methods, on the same base models
+    sub = pd.read_csv(res / "tables" / "regime_map_baselines.csv")
+    assert set(sub.method) == {"grpo2", "nudgerl2", "ngrpo8"} and set(sub.seed) == {0} and len(sub) == 6
+    same = sub.merge(runs, on=["share_set", "seed", "method"], suffixes=("", "_map"))
+    assert len(same) == 4 and (same["final_hard_pass@1"] == same["final_hard_pass@1_map"]).all()
+    assert (sub[sub.method == "ngrpo8"].rollout_tokens > 0).all()
+    md = (res / "tables" / "regime_map_baselines.md").read_text()
+    assert "| 30 % | NGRPO (N=8) |" in md and "beats every baseline" in md
+    fig = json.loads((res / "figures" / "regime_map_baselines.json").read_text())
+    assert [p["share_set"] for p in fig["panels"]] == [0.05, 0.3] and set(fig["beats_every_baseline"]) == {"0.05", "0.3"}
 
     # the study's own tables, from the run's exploration rows and the map's runs
     explored = pd.read_csv(res / "tables" / "exploration.csv")
@@ -85,3 +97,32 @@ def test_ci_sized_study_with_its_map_end_to_end(smoke_run_copy):
     assert works.works.tolist() == [bool((cell["final_hard_pass@1"] > cell["base_hard_pass@1"]).all())]
     assert "RL works at all" in (res / "tables" / "rl_works.md").read_text()
     assert (res / "tables" / "seed_set_agreement.csv.provenance.json").exists()
+
+
+def test_the_baselines_sub_grid_pairs_nudgerl_with_each_on_the_same_base_models(tmp_path):
+    """regime-map-baselines on hand-made curves: per cell, NudgeRL is paired with each baseline on
+    the same problems and replicates, and 'beats every baseline' takes the claims' rule."""
+    from nudgerl.io import write_jsonl
+    from nudgerl.reporting.regime_map import beats_every_baseline, cell_table, render_baselines_markdown, run_table
+
+    finals = {"nudgerl8": [4, 4, 4, 4], "dapo8": [0, 0, 1, 0], "ngrpo8": [4, 4, 4, 3]}
+    for share in ("0.01", "0.1"):
+        cell = tmp_path / f"share{share}"
+        for seed in (0, 1):
+            (cell / "diagnostics").mkdir(parents=True, exist_ok=True)
+            (cell / "diagnostics" / f"seed{seed}.json").write_text(json.dumps(
+                {"summary": {"rare_strategy_share_unhinted": float(share)}}))
+            for method, cs in finals.items():
+                tokens = 800.0 if method == "nudgerl8" else 1000.0
+                write_jsonl(cell / "curves" / method / f"seed{seed}.jsonl",
+                            [_row(0, 0.0, [0, 0, 0, 0]), _row(10, tokens, cs)])
+    args = ([0.01, 0.1], list(finals), [0, 1], 0.5)
+    runs = run_table(tmp_path, *args)
+    cells = cell_table(tmp_path, *args, reference="nudgerl8", against=["dapo8", "ngrpo8"], n_boot=200)
+    # 40 pp above DAPO everywhere; a tie with NGRPO (one problem of one replicate apart)
+    assert beats_every_baseline(cells, "nudgerl8", ["dapo8", "ngrpo8"]) == {0.01: "inconclusive", 0.1: "inconclusive"}
+    assert beats_every_baseline(cells, "nudgerl8", ["dapo8"]) == {0.01: "supported", 0.1: "supported"}
+    md = render_baselines_markdown(runs, cells, "nudgerl8", ["dapo8", "ngrpo8"], samples=4)
+    row = next(line for line in md.splitlines() if line.startswith("| 1 % | DAPO (N=8) | 6.2 ["))
+    assert row.split(" | ")[3:5] == ["1", row.split(" | ")[4]] and "+93.8" in row and "(better)" in row
+    assert "| 10 % | **inconclusive** |" in md

@@ -163,18 +163,31 @@ def check_study(config: dict) -> list[str]:
 
 
 def check_regime_map_methods(config: dict) -> list[str]:
-    """The map trains grpo<N>, NudgeRL, or a baseline defined in `baselines.methods`. (Which
+    """The map trains grpo<N>, NudgeRL, or a baseline defined in `baselines.methods`; its
+    `baselines` sub-grid trains defined baselines on some of its seeds. (Which
     nudgerl<N> is the main run is checked when the map is planned: a configuration that does not
     run the map, e.g. smoke's N=2 under config.yaml's map, must still load.)"""
     from nudgerl.method_ids import baseline_definitions, grpo_group_size
 
+    rmap = config["regime_map"]
     known = set(baseline_definitions(config))
-    unknown = [m for m in config["regime_map"]["methods"]
+    defined = ", ".join(baseline_definitions(config)) or "none defined"
+    problems = []
+    unknown = [m for m in rmap["methods"]
                if grpo_group_size(m) is None and not re.fullmatch(r"nudgerl\d+", m) and m not in known]
     if unknown:
-        return [f"config key 'regime_map.methods': {unknown} are neither grpo<N>, nudgerl<N> nor a baseline of "
-                f"'baselines.methods' ({', '.join(baseline_definitions(config)) or 'none defined'})"]
-    return []
+        problems.append(f"config key 'regime_map.methods': {unknown} are neither grpo<N>, nudgerl<N> nor a baseline "
+                        f"of 'baselines.methods' ({defined})")
+    extra = rmap.get("baselines") or {}
+    unknown = [m for m in extra.get("methods", []) if m not in known]
+    if unknown:
+        problems.append(f"config key 'regime_map.baselines.methods': {unknown} are not baselines of "
+                        f"'baselines.methods' ({defined})")
+    missing = sorted(set(extra.get("seeds", [])) - set(rmap["seeds"]))
+    if missing:
+        problems.append(f"config key 'regime_map.baselines.seeds': {missing} not in 'regime_map.seeds' "
+                        f"{sorted(rmap['seeds'])} (the baselines pair with the map's runs on the same base models)")
+    return problems
 
 
 # What a baseline may not change: it runs with GRPO-N's steps, batching and seeds.

@@ -143,10 +143,46 @@ if TASK == "organism" and RMAP:
             "nudgerl regime-map --root {params.root} --grid {params.grid:q} --bootstrap-samples {params.n_boot} "
             "--table-prefix {params.table} --figure-prefix {params.figure} > {log} 2>&1"
 
+    if RMAP_BASELINE_OUTPUTS:
+
+        rule regime_map_baselines:
+            """The field's exploration fixes in every cell of the map, beside the map's methods on
+            the same base models: final hard pass@1 against rollout tokens, NudgeRL paired against each."""
+            input:
+                diagnoses=expand(f"{RMAP_CELL}/diagnostics/seed{{seed}}.json", share=RMAP_SHARES,
+                                 seed=RMAP_BASELINE_SEEDS),
+                curves=expand(f"{RMAP_CELL}/curves/{{method}}/seed{{seed}}.jsonl", share=RMAP_SHARES,
+                              method=[*RMAP["methods"], *RMAP_BASELINES], seed=RMAP_BASELINE_SEEDS),
+            output:
+                csv=report(f"{RESULTS}/tables/regime_map_baselines.csv", caption="../report/regime_map_baselines.rst",
+                           category=REPORT_REGIME_MAP),
+                md=f"{RESULTS}/tables/regime_map_baselines.md",
+                png=report(f"{RESULTS}/figures/regime_map_baselines.png",
+                           caption="../report/regime_map_baselines.rst", category=REPORT_REGIME_MAP),
+                pdf=f"{RESULTS}/figures/regime_map_baselines.pdf",
+                json=f"{RESULTS}/figures/regime_map_baselines.json",
+            params:
+                grid=regime_map_baselines_grid_section(),
+                root=regime_map_root,
+                n_boot=N_BOOT,
+                table=table_prefix,
+                figure=figure_prefix,
+            conda:
+                "../envs/nudgerl.yaml"
+            log:
+                f"{RESULTS}/logs/regime_map/regime_map_baselines.log",
+            benchmark:
+                f"{RESULTS}/benchmarks/regime_map/regime_map_baselines.tsv"
+            shell:
+                "nudgerl regime-map-baselines --root {params.root} --grid {params.grid:q} "
+                "--bootstrap-samples {params.n_boot} --table-prefix {params.table} --figure-prefix {params.figure} "
+                "> {log} 2>&1"
+
     rule regime_map_audit:
         """The map's artifacts back to their records and base models (as `nudgerl audit` does for the rest)."""
         input:
             rules.regime_map_figure.output,
+            RMAP_BASELINE_OUTPUTS,
         output:
             f"{RESULTS}/audit/regime_map.txt",
         resources:
@@ -167,4 +203,5 @@ if TASK == "organism" and RMAP:
         """`snakemake regime_map --cores 2`: the figure, the table and their audit."""
         input:
             rules.regime_map_figure.output,
+            RMAP_BASELINE_OUTPUTS,
             rules.regime_map_audit.output,

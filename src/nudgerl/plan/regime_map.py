@@ -20,6 +20,8 @@ class PlanRegimeMap:
         self._paths, self._methods = paths, methods
         self.RMAP = config.get("regime_map") if paths.TASK == "organism" else None
         self.RMAP_DIR = self.RMAP_CELL = self.RMAP_SHARES = self.RMAP_GRID = None  # set below with a map
+        self.RMAP_BASELINES, self.RMAP_BASELINE_SEEDS, self.RMAP_BASELINE_GRID = [], [], None
+        self.RMAP_BASELINE_OUTPUTS = []  # the sub-grid's table and figure (regime_map_baselines)
         if self.RMAP:
             from nudgerl.reporting.regime_map import share_tag
 
@@ -29,6 +31,18 @@ class PlanRegimeMap:
             self.RMAP_GRID = {**{k: self.RMAP[k] for k in ("shares", "methods", "seeds", "reached", "every", "samples")},
                               "reference": methods.NUDGE_MAIN,
                               "against": [m for m in self.RMAP["methods"] if m != methods.NUDGE_MAIN]}
+            # The baselines' sub-grid: every cell, fewer replicates; on those the map's own methods
+            # are its comparison (their runs exist already), NudgeRL paired against each baseline.
+            # RMAP_BASELINES: the ones the map does not train already.
+            extra = self.RMAP.get("baselines") or {}
+            self.RMAP_BASELINES = [m for m in extra.get("methods", []) if m not in self.RMAP["methods"]]
+            self.RMAP_BASELINE_SEEDS = list(extra.get("seeds", []))
+            self.RMAP_BASELINE_GRID = {**self.RMAP_GRID, "methods": [*self.RMAP["methods"], *self.RMAP_BASELINES],
+                                       "seeds": self.RMAP_BASELINE_SEEDS, "against": list(extra.get("methods", []))}
+            if extra:
+                self.RMAP_BASELINE_OUTPUTS = [
+                    *(f"{paths.RESULTS}/tables/regime_map_baselines.{ext}" for ext in ("csv", "md")),
+                    *(f"{paths.RESULTS}/figures/regime_map_baselines.{ext}" for ext in ("png", "pdf", "json"))]
 
     def regime_map_base_config(self, share):
         """The base_model section with the always-right strategy at `share` of the unhinted mixture."""
@@ -74,6 +88,10 @@ class PlanRegimeMap:
     def regime_map_grid_section(self):
         """`regime-map --grid`: the map's grid, as JSON."""
         return json.dumps(self.RMAP_GRID, sort_keys=True)
+
+    def regime_map_baselines_grid_section(self):
+        """`regime-map-baselines --grid`: the baselines' sub-grid, as JSON."""
+        return json.dumps(self.RMAP_BASELINE_GRID, sort_keys=True)
 
     def regime_map_root(self, wildcards):
         """`regime-map --root`: the folder of the map's cells (<root>/share<s>/...)."""

@@ -116,8 +116,9 @@ def cmd_plot_compute_matched(args) -> None:
     _save_figure(fig, data, args.out_prefix, {"methods": args.methods}, [*inputs, *(args.curves or [])])
 
 
-def cmd_regime_map(args) -> None:
-    from nudgerl.reporting import figures
+def _regime_map_outputs(args, render_table, draw) -> None:
+    """A regime-map grid (``args.grid``) to its table, provenance and figure: ``render_table(runs,
+    cells, grid)`` writes the Markdown, ``draw(runs, cells, grid)`` returns (figure, plotted data)."""
     from nudgerl.reporting import regime_map as rm
     from nudgerl.io import atomic_write_text, write_provenance
 
@@ -127,14 +128,36 @@ def cmd_regime_map(args) -> None:
                           g["against"], n_boot=args.bootstrap_samples)
     csv, md = Path(args.table_prefix + ".csv"), Path(args.table_prefix + ".md")
     atomic_write_text(csv, runs.to_csv(index=False))
-    atomic_write_text(md, rm.render_markdown(runs, cells, g["reached"], g["samples"], g["every"]))
+    atomic_write_text(md, render_table(runs, cells, g))
     inputs = [Path(args.root) / f"share{rm.share_tag(sh)}" / sub for sh in g["shares"] for s in g["seeds"]
               for sub in [f"diagnostics/seed{s}.json", *(f"curves/{m}/seed{s}.jsonl" for m in g["methods"])]]
     write_provenance(csv, g, {"runs": g["seeds"]}, inputs, outputs=[md])
-    fig, data = figures.regime_map(runs, cells, g["reached"], g["samples"])
+    fig, data = draw(runs, cells, g)
     data["cells"] = cells.to_dict(orient="records")
     _save_figure(fig, data, args.figure_prefix, g, inputs)
     print(md.read_text())
+
+
+def cmd_regime_map(args) -> None:
+    from nudgerl.reporting import figures
+    from nudgerl.reporting import regime_map as rm
+
+    _regime_map_outputs(args, lambda runs, cells, g: rm.render_markdown(runs, cells, g["reached"], g["samples"],
+                                                                        g["every"]),
+                        lambda runs, cells, g: figures.regime_map(runs, cells, g["reached"], g["samples"]))
+
+
+def cmd_regime_map_baselines(args) -> None:
+    from nudgerl.reporting import figures
+    from nudgerl.reporting import regime_map as rm
+
+    def draw(runs, cells, g):
+        fig, data = figures.regime_map_baselines(runs, cells)
+        verdicts = rm.beats_every_baseline(cells, g["reference"], g["against"])
+        return fig, {**data, "beats_every_baseline": {str(k): v for k, v in verdicts.items()}}
+
+    _regime_map_outputs(args, lambda runs, cells, g: rm.render_baselines_markdown(
+        runs, cells, g["reference"], g["against"], g["samples"]), draw)
 
 
 TITLE = "figures: the paper's figures and the regime map"
@@ -192,11 +215,15 @@ def register(subparsers) -> None:
     p.add_argument("--curves", nargs="*")
     p.add_argument("--curve-benchmarks", nargs="*")
 
-    p = add_command(subparsers, "regime-map", cmd_regime_map,
-                    "NudgeRL against GRPO over the unhinted share of the always-right strategy")
-    p.add_argument("--root", required=True, help="the regime map's folder (share<s>/diagnostics, curves)")
-    p.add_argument("--grid", type=json_arg, required=True,
-                   help="shares, methods, seeds, reached, samples, every, reference, against (JSON)")
-    p.add_argument("--bootstrap-samples", type=int, default=2000)
-    p.add_argument("--table-prefix", required=True)
-    p.add_argument("--figure-prefix", required=True)
+    for name, fn, help_, grid in [
+            ("regime-map", cmd_regime_map, "NudgeRL against GRPO over the unhinted share of the always-right strategy",
+             "shares, methods, seeds, reached, samples, every, reference, against (JSON)"),
+            ("regime-map-baselines", cmd_regime_map_baselines,
+             "the field's exploration fixes in every cell of the regime map, beside its methods",
+             "the baselines' sub-grid: shares, methods, seeds, reached, samples, reference, against (JSON)")]:
+        p = add_command(subparsers, name, fn, help_)
+        p.add_argument("--root", required=True, help="the regime map's folder (share<s>/diagnostics, curves)")
+        p.add_argument("--grid", type=json_arg, required=True, help=grid)
+        p.add_argument("--bootstrap-samples", type=int, default=2000)
+        p.add_argument("--table-prefix", required=True)
+        p.add_argument("--figure-prefix", required=True)

@@ -360,3 +360,43 @@ def regime_map(runs, cells, reached: float, samples: int):
     legend_outside(fig, handles, labels, where="bottom", ncol=len(labels),
                    title="small: each run; large: cell mean with 95% bootstrap interval")
     return fig, data
+
+
+def regime_map_baselines(runs, cells):
+    """One panel per share set: each method's final hard pass@1 (cell mean with interval; small:
+    each run) against the rollout tokens its training generated. ``runs`` / ``cells``:
+    :func:`nudgerl.reporting.regime_map.run_table` and ``cell_table`` of the baselines' sub-grid."""
+    plt = styled_pyplot()
+    shares = sorted(runs.share_set.unique())
+    methods = list(runs.method.unique())
+    width, height = TWO_COLUMN
+    rows_of_legend = -(-len(methods) // 4)
+    fig, axes = plt.subplots(1, len(shares), figsize=_figsize((width, height), rows_of_legend + 1),
+                             constrained_layout=True, squeeze=False, sharey=True)
+    data = {"figure": "regime_map_baselines", "x": "rollout tokens generated in training",
+            "y": "final hint-free pass@1 on hard problems", "replicates": int(runs.seed.nunique()), "panels": []}
+    for ax, share in zip(axes[0], shares):
+        panel = {"share_set": float(share), "series": []}
+        sub = runs[runs.share_set == share]
+        for m in methods:
+            st = method_style(m)
+            r = sub[sub.method == m]
+            c = cells[(cells.share_set == share) & (cells.method == m) & (cells.kind == "pass@1")].iloc[0]
+            x = r.rollout_tokens.mean() / 1e3
+            ax.scatter(r.rollout_tokens / 1e3, r["final_hard_pass@1"], color=st["color"], marker=st["marker"], s=10,
+                       alpha=0.45, linewidths=0)
+            ax.errorbar([x], [c["mean"]], yerr=[[c["mean"] - c.ci_low], [c.ci_high - c["mean"]]], color=st["color"],
+                        marker=st["marker"], capsize=2, linestyle="none", label=st["label"])
+            panel["series"].append({"method": m, "label": st["label"], "x": float(r.rollout_tokens.mean()),
+                                    "y": float(c["mean"]), "ci_low": float(c.ci_low), "ci_high": float(c.ci_high),
+                                    "runs": r[["seed", "final_hard_pass@1", "rollout_tokens"]].to_dict(orient="records")})
+        ax.set_title(f"share set {100 * share:g} %")
+        ax.set_xlabel("rollout tokens (thousands)")
+        ax.set_ylim(-0.02, 1.02)
+        ax.grid(alpha=0.3)
+        data["panels"].append(panel)
+    axes[0][0].set_ylabel("final hint-free pass@1, hard problems")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    legend_outside(fig, handles, labels, where="bottom", ncol=4,
+                   title="large: mean with 95% bootstrap interval; small: each run")
+    return fig, data
