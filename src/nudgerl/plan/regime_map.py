@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import shlex
 
-from nudgerl.method_ids import baseline_definitions, grpo_group_size
+from nudgerl.method_ids import baseline_definitions, baseline_group_size, grpo_group_size
 from nudgerl.plan.arguments import GRPO_RUN_EXCLUDE
 
 
@@ -67,7 +67,7 @@ class PlanRegimeMap:
             return f"train-nudgerl --pools {shlex.quote(self._paths.POOLS)} --nudge {shlex.quote(nudge)}"
         n = grpo_group_size(wildcards.method)
         if n is None and wildcards.method in baseline_definitions(self.config):
-            n = self.config["baselines"].get("group_size", 8)
+            n = baseline_group_size(self.config)
         if n is not None:
             return f"train-grpo --num-generations {n}"
         raise ValueError(f"config key 'regime_map.methods': {wildcards.method!r} is neither grpo<N>, {main} "

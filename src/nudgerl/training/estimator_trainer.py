@@ -14,6 +14,7 @@ import numpy as np
 from trl import GRPOTrainer
 
 from nudgerl.advantages import AdvantageOptions, get_advantage_estimator, zero_variance_groups
+from nudgerl.training.grpo_config import DYNAMIC_SAMPLING
 
 
 class GroupAdvantageTrainer(GRPOTrainer):
@@ -104,11 +105,6 @@ class EstimatorGRPOTrainer(GroupAdvantageTrainer):
             if self.dynamic_sampling == "drop":
                 self.drop_zero_variance_groups(out)
         return out
-
-
-# DAPO's dynamic sampling as built here: None (off) or "drop" (zero-variance groups leave the
-# loss; DAPO itself resamples until the batch is full, which TRL's fixed batches do not allow).
-DYNAMIC_SAMPLING = (None, "drop")
 
 
 def trl_advantage_options(cfg) -> dict:

@@ -26,6 +26,9 @@ TRL_FIELDS = ("num_generations", "max_steps", "learning_rate", "lr_scheduler_typ
 
 # TRL 1.16's losses divided by the batch's loss tokens: the ones DAPO's dynamic sampling reweights.
 TOKEN_NORMALISED_LOSSES = ("dapo", "cispo", "bnpo")
+# DAPO's dynamic sampling as built here: None (off) or "drop" (zero-variance groups leave the
+# loss; DAPO itself resamples until the batch is full, which TRL's fixed batches do not allow).
+DYNAMIC_SAMPLING = (None, "drop")
 
 
 @dataclass
@@ -108,7 +111,7 @@ class GRPORunConfig:
             get_advantage_estimator(self.advantage_estimator)  # an unknown name fails when the config is read
         if self.advantage_k < 1:
             raise ValueError(f"config key 'grpo.advantage_k': must be >= 1, got {self.advantage_k}")
-        if self.dynamic_sampling not in (None, "drop"):
+        if self.dynamic_sampling not in DYNAMIC_SAMPLING:
             raise ValueError(f"config key 'grpo.dynamic_sampling': {self.dynamic_sampling!r} is not 'drop' or null")
         if self.dynamic_sampling and self.loss_type not in TOKEN_NORMALISED_LOSSES:
             # under a per-sequence or constant normaliser a dropped group's rows weigh as before
