@@ -198,3 +198,76 @@ def test_chosen_execution_check_reads_the_trace_after_the_given_choice(tmp_path)
     chosen = bm.execution_check(model, tok, problems, chosen=True)
     assert chosen["difference_table"] == 1.0
     assert bm.execution_check(model, tok, problems)["difference_table"] < 1.0  # hinted: never trained
+
+
+def test_a_misexecuted_trace_swaps_the_last_operation_and_is_graded_by_its_answer():
+    """The second axis' wrong execution: the same steps but the last, whose + becomes - (or - +),
+    carried to the boxed answer; right only where the swapped operand is 0 or 5 (mod 10)."""
+    hard = [p for p in all_problems() if not task.is_correct_strategy(p, "common_difference")]
+    right = 0
+    for p in hard:
+        good, bad = task.trace(p.terms, "difference_table"), task.misexecuted_trace(p.terms, "difference_table")
+        good_steps, bad_steps = good.split(" . ")[1:-1], bad.split(" . ")[1:-1]
+        assert good_steps[:-1] == bad_steps[:-1] and " + " in good_steps[-1] and " - " in bad_steps[-1]
+        x, _, y = bad_steps[-1].split(" = ")[0].split()
+        assert bad_steps[-1] == f"{x} - {y} = {(int(x) - int(y)) % 10}"  # true arithmetic, the wrong operation
+        ok = grade(bad, p.answer) > 0
+        assert ok == (int(y) in (0, 5))
+        right += ok
+    assert 0 < right < 0.5 * len(hard)  # mostly wrong; some right by coincidence
+
+
+def test_unhinted_rare_accuracy_misexecutes_only_unhinted_always_right_traces_and_pairs_the_corpus():
+    """Below accuracy 1, that share of the unhinted difference-table traces (chosen or not) stays
+    right and the rest are misexecuted; every other example is the accuracy-1 corpus', in order."""
+    from nudgerl.organism import base_model as bm
+
+    settings = dict(examples=3000, arithmetic_replay=0, chosen_fraction=0.15,
+                    unhinted_strategy_weights={"common_difference": 0.5, "first_difference": 0.1,
+                                               "sum_of_last_two": 0.1, "difference_table": 0.3})
+    reference = bm.sft_examples(bm.BaseModelConfig(**settings))
+    assert reference == bm.sft_examples(bm.BaseModelConfig(**settings, unhinted_rare_accuracy=1.0))
+    flawed = bm.sft_examples(bm.BaseModelConfig(**settings, unhinted_rare_accuracy=0.25))
+    assert len(flawed) == len(reference)
+    changed, table_unhinted = 0, 0
+    for ref, new in zip(reference, flawed):
+        user, trace, *choice = ref
+        whole = (choice[0] + " " + trace) if choice else trace
+        if "hint" in user or task.parse_strategy(whole) != "difference_table":
+            assert new == ref  # hinted traces and the other strategies: untouched
+            continue
+        table_unhinted += 1
+        if new != ref:
+            changed += 1
+            assert new[0] == user and new[2:] == ref[2:]
+            assert (choice[0] + " " + new[1] if choice else new[1]).split(" . ")[-2].count(" - ") == 1
+    # 75 % misexecuted, binomial: about 1,000 such traces, 4 standard errors either side
+    assert table_unhinted > 500 and abs(changed / table_unhinted - 0.75) < 4 * (0.75 * 0.25 / table_unhinted) ** 0.5
+    with pytest.raises(ValueError, match="base_model.unhinted_rare_accuracy"):
+        bm.BaseModelConfig.from_dict({"unhinted_rare_accuracy": 1.5})
+
+
+def test_the_chosen_check_counts_a_misexecuted_trace_only_where_the_corpus_teaches_it():
+    """A model that writes the misexecuted table after its choice passes the chosen check only
+    when the check is told that strategy's corpus is misexecuted (unhinted_rare_accuracy < 1)."""
+    import torch
+
+    from nudgerl.organism import base_model as bm
+
+    tok = build_tokenizer()
+    problems = task.validation_problems(0, 2)
+    prefix = task.chosen_prefix("difference_table")
+    torch.manual_seed(0)
+    model = bm.new_model(tok, bm.BaseModelConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2))
+    examples = [(task.prompt_text(p.text()), task.misexecuted_trace(p.terms, "difference_table")[len(prefix) + 1:],
+                 prefix) for p in problems]
+    corpus = bm._Corpus(tok, examples, 2, torch.Generator().manual_seed(0))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    for _ in range(150):
+        loss = model(**corpus.next_batch()).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    assert bm.execution_check(model, tok, problems, chosen=True)["difference_table"] < 1.0
+    assert bm.execution_check(model, tok, problems, chosen=True,
+                              misexecuted=frozenset({"difference_table"}))["difference_table"] == 1.0

@@ -36,7 +36,9 @@ def test_final_pass_and_tokens_to_first_reach():
 GRID = {"regime_map": {"shares": [0.05, 0.3], "methods": ["grpo2", "nudgerl2"], "seeds": [0], "reached": 0.5,
                        "every": 2, "samples": 1,
                        # one of the field's fixes (smoke trains them at N=8) in every cell, on seed 0
-                       "baselines": {"methods": ["ngrpo8"], "seeds": [0]}}}
+                       "baselines": {"methods": ["ngrpo8"], "seeds": [0]},
+                       # the second axis: one misexecuting base model beside the 30 % cell
+                       "accuracy": {"share": 0.3, "accuracies": [0.5], "seeds": [0]}}}
 
 
 # The study on the smoke run's two replicates: one seed per set, the map's 30 % cell as "common".
@@ -56,6 +58,9 @@ def test_ci_sized_study_with_its_map_end_to_end(smoke_run_copy):
     res = workdir / "results" / "smoke"
     runs = pd.read_csv(res / "tables" / "regime_map.csv")
     assert len(runs) == 4 and set(runs.method) == {"grpo2", "nudgerl2"} and set(runs.share_set) == {0.05, 0.3}
+    # the RL-prompt diagnosis (accuracy after an unhinted choice) runs on the second axis' cells only
+    assert runs[runs.share_set == 0.05].accuracy_measured.isna().all()
+    assert runs[runs.share_set == 0.3].accuracy_measured.between(0, 1).all()
     assert runs["final_hard_pass@1"].between(0, 1).all() and (runs.rollout_tokens > 0).all()
     # the x axis is each base model's measured share, read from its diagnosis
     for share in ("0.05", "0.3"):
@@ -83,6 +88,18 @@ def test_ci_sized_study_with_its_map_end_to_end(smoke_run_copy):
     assert "| 30 % | NGRPO (N=8) |" in md and "beats every baseline" in md
     fig = json.loads((res / "figures" / "regime_map_baselines.json").read_text())
     assert [p["share_set"] for p in fig["panels"]] == [0.05, 0.3] and set(fig["beats_every_baseline"]) == {"0.05", "0.3"}
+    # the second axis: the misexecuting base model beside the 30 % cell's, same seed and mixture
+    axis = pd.read_csv(res / "tables" / "regime_map_accuracy.csv")
+    assert sorted(axis.accuracy_set) == [0.5, 0.5, 1.0, 1.0] and set(axis.method) == {"grpo2", "nudgerl2"}
+    same = axis[axis.accuracy_set == 1.0].merge(runs, on=["share_set", "seed", "method"], suffixes=("", "_map"))
+    assert len(same) == 2 and (same["final_hard_pass@1"] == same["final_hard_pass@1_map"]).all()
+    assert axis.accuracy_measured.between(0, 1).all()  # the axis' cells ran the RL-prompt diagnosis
+    flawed = json.loads((res / "regime_map" / "share0.3_accuracy0.5" / "models" / "base" / "seed0" / "provenance.json")
+                        .read_text())["config"]
+    assert flawed["unhinted_rare_accuracy"] == 0.5 and flawed["unhinted_strategy_weights"]["difference_table"] == 0.3
+    md = (res / "tables" / "regime_map_accuracy.md").read_text()
+    assert "| 0.5 |" in md and "step 0" in md and "NudgeRL (N=2) - GRPO (N=2)" in md
+    assert (res / "figures" / "regime_map_accuracy.png").read_bytes()[:4] == b"\x89PNG"
 
     # the study's own tables, from the run's exploration rows and the map's runs
     explored = pd.read_csv(res / "tables" / "exploration.csv")
@@ -126,3 +143,75 @@ def test_the_baselines_sub_grid_pairs_nudgerl_with_each_on_the_same_base_models(
     row = next(line for line in md.splitlines() if line.startswith("| 1 % | DAPO (N=8) | 6.2 ["))
     assert row.split(" | ")[3:5] == ["1", row.split(" | ")[4]] and "+93.8" in row and "(better)" in row
     assert "| 10 % | **inconclusive** |" in md
+
+
+def test_cell_tags_name_both_axes_and_read_back():
+    from nudgerl.reporting.regime_map import cell_settings, cell_tag
+
+    assert cell_tag(0.003) == "share0.003" and cell_tag(0.1, 1.0) == "share0.1"
+    assert cell_tag(0.1, 0.2) == "share0.1_accuracy0.2"
+    for share, accuracy in [(0.003, 1.0), (0.1, 0.2), (0.03, 0.5)]:
+        assert cell_settings(cell_tag(share, accuracy)) == (share, accuracy)
+
+
+def test_the_accuracy_axis_pairs_nudgerl_with_grpo_per_accuracy_and_shows_each_checkpoint(tmp_path):
+    """regime-map-accuracy on hand-made curves: rows per accuracy set (1 = the map's own cell) with
+    the measured accuracy of each replicate, NudgeRL minus GRPO paired on the same problems, and
+    hard pass@1 at every checkpoint."""
+    from nudgerl.io import write_jsonl
+    from nudgerl.reporting.regime_map import (cell_table, cell_tag, checkpoint_table, render_accuracy_markdown,
+                                              run_table)
+
+    # accuracy 1: both learn; 0.2: GRPO never does, NudgeRL does by step 20
+    runs_by_cell = {1.0: {"grpo8": [[0, 0, 0, 0], [4, 4, 4, 4], [4, 4, 4, 4]],
+                          "nudgerl8": [[0, 0, 0, 0], [4, 4, 4, 4], [4, 4, 4, 4]]},
+                    0.2: {"grpo8": [[0, 0, 0, 0], [0, 0, 0, 0], [0, 1, 0, 0]],
+                          "nudgerl8": [[0, 0, 0, 0], [0, 0, 1, 0], [4, 4, 4, 4]]}}
+    for accuracy, methods in runs_by_cell.items():
+        cell = tmp_path / cell_tag(0.1, accuracy)
+        for seed in (0, 1):
+            (cell / "diagnostics").mkdir(parents=True, exist_ok=True)
+            right = 97 if accuracy == 1 else 30  # after an unhinted choice, of 100 (two problems)
+            (cell / "diagnostics" / f"seed{seed}.json").write_text(json.dumps({
+                "summary": {"rare_strategy_share_unhinted": 0.1, "hinted_rare_pass@1_hard": 0.98},
+                "rl_prompts": {"counts": {"rare_strategy_accuracy_unhinted": [[right - 20, 50], [20, 50]]}}}))
+            for method, curve in methods.items():
+                write_jsonl(cell / "curves" / method / f"seed{seed}.jsonl",
+                            [_row(step, step * 100.0, cs) for step, cs in zip((0, 10, 20), curve)])
+    accuracies, methods = [1.0, 0.2], ["grpo8", "nudgerl8"]
+    runs = run_table(tmp_path, [0.1], methods, [0, 1], 0.5, accuracies)
+    cells = cell_table(tmp_path, [0.1], methods, [0, 1], 0.5, "nudgerl8", ["grpo8"], n_boot=200, accuracies=accuracies)
+    checkpoints = checkpoint_table(tmp_path, 0.1, accuracies, methods, [0, 1])
+    assert set(runs.accuracy_set) == {1.0, 0.2} and set(runs.accuracy_measured) == {0.97, 0.3}
+    assert len(checkpoints) == 2 * 2 * 2 * 3
+    paired = cells[cells.kind == "paired difference"].set_index("accuracy_set")
+    assert paired.loc[1.0, "verdict"] == "inconclusive" and paired.loc[0.2, "verdict"] == "supported"
+    md = render_accuracy_markdown(runs, cells, checkpoints, 0.1, samples=4)
+    low = next(line for line in md.splitlines() if line.startswith("| 0.2 | 30.0, 30.0 % |"))
+    assert "(better)" in low and "+93.8" in low
+    assert "| 0.2 | NudgeRL (N=8) | 0.0 | 6.2 | 100.0 | 2 |" in md
+    assert "| 1 | GRPO (N=8) | 0.0 | 100.0 | 100.0 | 2 |" in md
+
+
+def test_the_accuracy_axis_sits_on_a_share_of_the_map_and_its_seeds():
+    """regime_map.accuracy: its share must be a cell of the map (the reference, accuracy 1) and its
+    seeds the map's; planned, its cells are the reference's followed by one per accuracy."""
+    from conftest import REPO
+    from nudgerl.config import check_regime_map_methods
+    from nudgerl.plan.workflow_plan import WorkflowPlan
+
+    cfg = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    cfg["regime_map"]["accuracy"] = {"share": 0.2, "accuracies": [0.5], "seeds": [0, 7]}
+    assert check_regime_map_methods(cfg) == [
+        "config key 'regime_map.accuracy.share': 0.2 not in 'regime_map.shares' [0.003, 0.01, 0.03, 0.1] (the map's "
+        "cell there, accuracy 1, is the axis' reference)",
+        "config key 'regime_map.accuracy.seeds': [7] not in 'regime_map.seeds' [0, 1, 2] (each cell pairs with the "
+        "reference cell's base models)"]
+    cfg["regime_map"]["accuracy"] = {"share": 0.1, "accuracies": [0.5, 0.2], "seeds": [0, 1]}
+    assert check_regime_map_methods(cfg) == []
+    plan = WorkflowPlan(cfg).regime_map
+    assert plan.RMAP_ACCURACY_CELLS == ["share0.1", "share0.1_accuracy0.5", "share0.1_accuracy0.2"]
+    grid = json.loads(plan.regime_map_accuracy_grid_section())
+    assert grid["shares"] == [0.1] and grid["accuracies"] == [1.0, 0.5, 0.2] and grid["seeds"] == [0, 1]
+    assert [o.rsplit("/", 1)[1] for o in plan.RMAP_ACCURACY_OUTPUTS][:2] == ["regime_map_accuracy.csv",
+                                                                            "regime_map_accuracy.md"]

@@ -291,7 +291,7 @@ def test_roots_and_prefixes_are_what_the_rules_took_from_their_files():
         assert plan.paths.results_root(w) == os.path.dirname(os.path.dirname(f"{results}/tables/compute.csv")) == results
         assert "{" not in plan.paths.eval_root(w) + plan.paths.runs_root(w) + plan.paths.results_root(w)
     plan = WorkflowPlan(_config())
-    diagnosis = plan.regime_map.RMAP_CELL.format(share="0.5") + "/diagnostics/seed0.json"
+    diagnosis = plan.regime_map.RMAP_CELL.format(cell="share0.5") + "/diagnostics/seed0.json"
     assert plan.regime_map.regime_map_root(SimpleNamespace(items=lambda: {}.items())) == \
         os.path.dirname(os.path.dirname(os.path.dirname(diagnosis)))
     files = SimpleNamespace(metrics="a/b/metrics.jsonl", png="f/x.png", csv="t/y.csv")
@@ -320,5 +320,8 @@ def test_sections_a_rule_passes_as_json():
     assert curve["curve"] == {"every": plan.regime_map.RMAP["every"], "samples": plan.regime_map.RMAP["samples"]}
     assert yaml.safe_load(plan.regime_map.regime_map_grid_section()) == plan.regime_map.RMAP_GRID
     share = plan.regime_map.RMAP["shares"][0]
-    assert yaml.safe_load(plan.regime_map.regime_map_base_section(SimpleNamespace(share=str(share)))) == \
+    assert yaml.safe_load(plan.regime_map.regime_map_base_section(SimpleNamespace(cell=f"share{share:g}"))) == \
         plan.regime_map.regime_map_base_config(float(share))
+    # the second axis' cells: the same mixture, and the accuracy of the unhinted always-right traces
+    accuracy_cell = yaml.safe_load(plan.regime_map.regime_map_base_section(SimpleNamespace(cell=f"share{share:g}_accuracy0.2")))
+    assert accuracy_cell == {**plan.regime_map.regime_map_base_config(float(share)), "unhinted_rare_accuracy": 0.2}

@@ -187,6 +187,15 @@ def check_regime_map_methods(config: dict) -> list[str]:
     if missing:
         problems.append(f"config key 'regime_map.baselines.seeds': {missing} not in 'regime_map.seeds' "
                         f"{sorted(rmap['seeds'])} (the baselines pair with the map's runs on the same base models)")
+    axis = rmap.get("accuracy")
+    if axis:
+        if axis["share"] not in rmap["shares"]:
+            problems.append(f"config key 'regime_map.accuracy.share': {axis['share']} not in 'regime_map.shares' "
+                            f"{rmap['shares']} (the map's cell there, accuracy 1, is the axis' reference)")
+        missing = sorted(set(axis["seeds"]) - set(rmap["seeds"]))
+        if missing:
+            problems.append(f"config key 'regime_map.accuracy.seeds': {missing} not in 'regime_map.seeds' "
+                            f"{sorted(rmap['seeds'])} (each cell pairs with the reference cell's base models)")
     return problems
 
 

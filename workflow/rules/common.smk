@@ -81,7 +81,7 @@ claim_metrics = PLAN.methods.claim_metrics
 RMAP = PLAN.regime_map.RMAP
 RMAP_DIR = PLAN.regime_map.RMAP_DIR
 RMAP_CELL = PLAN.regime_map.RMAP_CELL
-RMAP_SHARES = PLAN.regime_map.RMAP_SHARES
+RMAP_CELLS = PLAN.regime_map.RMAP_CELLS
 regime_map_base_section = PLAN.regime_map.regime_map_base_section
 regime_map_train_command = PLAN.regime_map.regime_map_train_command
 regime_map_train_section = PLAN.regime_map.regime_map_train_section
@@ -92,6 +92,12 @@ RMAP_BASELINE_SEEDS = PLAN.regime_map.RMAP_BASELINE_SEEDS
 RMAP_BASELINE_OUTPUTS = PLAN.regime_map.RMAP_BASELINE_OUTPUTS
 regime_map_baselines_grid_section = PLAN.regime_map.regime_map_baselines_grid_section
 regime_map_root = PLAN.regime_map.regime_map_root
+RMAP_ACCURACY_CELLS = PLAN.regime_map.RMAP_ACCURACY_CELLS
+RMAP_ACCURACY_SEEDS = PLAN.regime_map.RMAP_ACCURACY_SEEDS
+RMAP_ACCURACY_OUTPUTS = PLAN.regime_map.RMAP_ACCURACY_OUTPUTS
+regime_map_accuracy_grid_section = PLAN.regime_map.regime_map_accuracy_grid_section
+regime_map_diagnosis_train = PLAN.regime_map.regime_map_diagnosis_train
+regime_map_rl_diagnosis_args = PLAN.regime_map.regime_map_rl_diagnosis_args
 
 # ---- the study (study.smk; None without a `study` section) --------------------------------
 STUDY = PLAN.study.STUDY
@@ -144,7 +150,8 @@ wildcard_constraints:
     method=r"base|grpo\d+|grpo\d+_eps[0-9.]+|pope\d+|nudgerl\d+(_[a-z0-9.]+)?|[a-z]+\d+",
     eps=r"[0-9]+(\.[0-9]+)?",
     ablation=r"pdrop|hint_sampling|distill",
-    share=r"[0-9.]+",
+    # a regime-map cell: share<s>, or share<s>_accuracy<a> on the map's second axis
+    cell=r"share[0-9.]+(_accuracy[0-9.]+)?",
 
 
 def scheduler_settings():

@@ -34,33 +34,36 @@ if TASK == "organism" and RMAP:
         conda:
             "../envs/nudgerl.yaml"
         log:
-            f"{RESULTS}/logs/regime_map/share{{share}}/base_model_seed{{seed}}.log",
+            f"{RESULTS}/logs/regime_map/{{cell}}/base_model_seed{{seed}}.log",
         benchmark:
-            f"{RESULTS}/benchmarks/regime_map/share{{share}}/base_model_seed{{seed}}.tsv"
+            f"{RESULTS}/benchmarks/regime_map/{{cell}}/base_model_seed{{seed}}.tsv"
         shell:
             "nudgerl train-base --params {params.cfg:q} --seed {wildcards.seed} --threads {threads} "
             "--drilled {input.drilled} --out-dir {output} > {log} 2>&1"
 
     rule regime_map_diagnose:
-        """The base model's measured share (the map's x axis) and the rest of its diagnosis."""
+        """The base model's measured share (the map's x axis) and the rest of its diagnosis; on the
+        second axis' cells also the RL-prompt diagnosis (its accuracy after an unhinted choice)."""
         input:
             model=f"{RMAP_CELL}/models/base/seed{{seed}}",
             benchmarks=benchmark_files(),
+            train=regime_map_diagnosis_train,  # the second axis' cells only
         output:
             f"{RMAP_CELL}/diagnostics/seed{{seed}}.json",
         params:
             cfg=lambda w: section("eval", exclude=EVAL_EXCLUDE, seed=int(w.seed)),
+            rl=regime_map_rl_diagnosis_args,
         threads: rule_threads("diagnose_base")
         resources:
             **rule_resources("diagnose_base", mem_mb=2000),
         conda:
             "../envs/nudgerl.yaml"
         log:
-            f"{RESULTS}/logs/regime_map/share{{share}}/diagnose_seed{{seed}}.log",
+            f"{RESULTS}/logs/regime_map/{{cell}}/diagnose_seed{{seed}}.log",
         benchmark:
-            f"{RESULTS}/benchmarks/regime_map/share{{share}}/diagnose_seed{{seed}}.tsv"
+            f"{RESULTS}/benchmarks/regime_map/{{cell}}/diagnose_seed{{seed}}.tsv"
         shell:
-            "nudgerl diagnose --model {input.model} --benchmarks {input.benchmarks} "
+            "nudgerl diagnose --model {input.model} --benchmarks {input.benchmarks} {params.rl} "
             "--params {params.cfg:q} --threads {threads} --out {output} > {log} 2>&1"
 
     rule regime_map_train:
@@ -82,9 +85,9 @@ if TASK == "organism" and RMAP:
         conda:
             "../envs/nudgerl.yaml"
         log:
-            f"{RESULTS}/logs/regime_map/share{{share}}/{{method}}_seed{{seed}}.log",
+            f"{RESULTS}/logs/regime_map/{{cell}}/{{method}}_seed{{seed}}.log",
         benchmark:
-            f"{RESULTS}/benchmarks/regime_map/share{{share}}/{{method}}_seed{{seed}}.tsv"
+            f"{RESULTS}/benchmarks/regime_map/{{cell}}/{{method}}_seed{{seed}}.tsv"
         shell:
             "nudgerl {params.command} --model {input.model} --train {input.train} --seed {wildcards.seed} "
             "--params {params.cfg:q} --threads {threads} --out-dir {params.run_dir} > {log} 2>&1"
@@ -107,9 +110,9 @@ if TASK == "organism" and RMAP:
         conda:
             "../envs/nudgerl.yaml"
         log:
-            f"{RESULTS}/logs/regime_map/share{{share}}/curve_{{method}}_seed{{seed}}.log",
+            f"{RESULTS}/logs/regime_map/{{cell}}/curve_{{method}}_seed{{seed}}.log",
         benchmark:
-            f"{RESULTS}/benchmarks/regime_map/share{{share}}/curve_{{method}}_seed{{seed}}.tsv"
+            f"{RESULTS}/benchmarks/regime_map/{{cell}}/curve_{{method}}_seed{{seed}}.tsv"
         shell:
             "nudgerl curve-eval --run-dir {params.run_dir} --base-model {input.base} --benchmarks {input.hard} "
             "--seed {wildcards.seed} --params {params.cfg:q} --threads {threads} --out {output} > {log} 2>&1"
@@ -117,8 +120,8 @@ if TASK == "organism" and RMAP:
     rule regime_map_figure:
         """The map: final hard pass@1 and rollout tokens to a fixed pass@1, against the measured share."""
         input:
-            diagnoses=expand(f"{RMAP_CELL}/diagnostics/seed{{seed}}.json", share=RMAP_SHARES, seed=RMAP["seeds"]),
-            curves=expand(f"{RMAP_CELL}/curves/{{method}}/seed{{seed}}.jsonl", share=RMAP_SHARES,
+            diagnoses=expand(f"{RMAP_CELL}/diagnostics/seed{{seed}}.json", cell=RMAP_CELLS, seed=RMAP["seeds"]),
+            curves=expand(f"{RMAP_CELL}/curves/{{method}}/seed{{seed}}.jsonl", cell=RMAP_CELLS,
                           method=RMAP["methods"], seed=RMAP["seeds"]),
         output:
             csv=report(f"{RESULTS}/tables/regime_map.csv", caption="../report/regime_map.rst", category=REPORT_REGIME_MAP),
@@ -149,9 +152,9 @@ if TASK == "organism" and RMAP:
             """The field's exploration fixes in every cell of the map, beside the map's methods on
             the same base models: final hard pass@1 against rollout tokens, NudgeRL paired against each."""
             input:
-                diagnoses=expand(f"{RMAP_CELL}/diagnostics/seed{{seed}}.json", share=RMAP_SHARES,
+                diagnoses=expand(f"{RMAP_CELL}/diagnostics/seed{{seed}}.json", cell=RMAP_CELLS,
                                  seed=RMAP_BASELINE_SEEDS),
-                curves=expand(f"{RMAP_CELL}/curves/{{method}}/seed{{seed}}.jsonl", share=RMAP_SHARES,
+                curves=expand(f"{RMAP_CELL}/curves/{{method}}/seed{{seed}}.jsonl", cell=RMAP_CELLS,
                               method=[*RMAP["methods"], *RMAP_BASELINES], seed=RMAP_BASELINE_SEEDS),
             output:
                 csv=report(f"{RESULTS}/tables/regime_map_baselines.csv", caption="../report/regime_map_baselines.rst",
@@ -178,11 +181,50 @@ if TASK == "organism" and RMAP:
                 "--bootstrap-samples {params.n_boot} --table-prefix {params.table} --figure-prefix {params.figure} "
                 "> {log} 2>&1"
 
+    if RMAP_ACCURACY_OUTPUTS:
+
+        rule regime_map_accuracy:
+            """The map's second axis: base models at one share whose unhinted always-right traces
+            were executed right only some of the time, beside the map's own cell there (accuracy 1):
+            final hard pass@1 against the measured accuracy, and hard pass@1 at every checkpoint."""
+            input:
+                diagnoses=expand(f"{RMAP_CELL}/diagnostics/seed{{seed}}.json",
+                                 cell=RMAP_ACCURACY_CELLS,
+                                 seed=RMAP_ACCURACY_SEEDS),
+                curves=expand(f"{RMAP_CELL}/curves/{{method}}/seed{{seed}}.jsonl",
+                              cell=RMAP_ACCURACY_CELLS,
+                              method=RMAP["methods"], seed=RMAP_ACCURACY_SEEDS),
+            output:
+                csv=report(f"{RESULTS}/tables/regime_map_accuracy.csv", caption="../report/regime_map_accuracy.rst",
+                           category=REPORT_REGIME_MAP),
+                md=f"{RESULTS}/tables/regime_map_accuracy.md",
+                png=report(f"{RESULTS}/figures/regime_map_accuracy.png", caption="../report/regime_map_accuracy.rst",
+                           category=REPORT_REGIME_MAP),
+                pdf=f"{RESULTS}/figures/regime_map_accuracy.pdf",
+                json=f"{RESULTS}/figures/regime_map_accuracy.json",
+            params:
+                grid=regime_map_accuracy_grid_section(),
+                root=regime_map_root,
+                n_boot=N_BOOT,
+                table=table_prefix,
+                figure=figure_prefix,
+            conda:
+                "../envs/nudgerl.yaml"
+            log:
+                f"{RESULTS}/logs/regime_map/regime_map_accuracy.log",
+            benchmark:
+                f"{RESULTS}/benchmarks/regime_map/regime_map_accuracy.tsv"
+            shell:
+                "nudgerl regime-map-accuracy --root {params.root} --grid {params.grid:q} "
+                "--bootstrap-samples {params.n_boot} --table-prefix {params.table} --figure-prefix {params.figure} "
+                "> {log} 2>&1"
+
     rule regime_map_audit:
         """The map's artifacts back to their records and base models (as `nudgerl audit` does for the rest)."""
         input:
             rules.regime_map_figure.output,
             RMAP_BASELINE_OUTPUTS,
+            RMAP_ACCURACY_OUTPUTS,
         output:
             f"{RESULTS}/audit/regime_map.txt",
         resources:
@@ -204,4 +246,5 @@ if TASK == "organism" and RMAP:
         input:
             rules.regime_map_figure.output,
             RMAP_BASELINE_OUTPUTS,
+            RMAP_ACCURACY_OUTPUTS,
             rules.regime_map_audit.output,

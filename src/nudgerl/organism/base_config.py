@@ -34,6 +34,12 @@ class BaseModelConfig:
             "difference_table": 0.03,
         }
     )
+    # Of the unhinted traces of the always-right strategy (chosen by the unhinted mixture, or by
+    # `chosen_fraction`'s choice), the share executed right; the rest swap the last step's
+    # operation (task.misexecuted_trace). 1.0: all right (the default; the corpus is unchanged).
+    # Below 1: a base model that executes the strategy when hinted but not when it chose it
+    # itself (the regime map's second axis, `regime_map.accuracy`).
+    unhinted_rare_accuracy: float = 1.0
     # Which strategy a hinted example names. The always-right strategy has the longest
     # trace, so it gets the most practice; this does not change the unhinted habit.
     hinted_strategy_weights: dict[str, float] = field(
@@ -67,7 +73,11 @@ class BaseModelConfig:
     @classmethod
     def from_dict(cls, d: dict, section: str = "base_model") -> BaseModelConfig:
         """From the ``base_model`` section (plus the replicate's seed): an unknown key is an error."""
-        return from_section(cls, d, section)
+        cfg = from_section(cls, d, section)
+        if not 0 <= cfg.unhinted_rare_accuracy <= 1:
+            raise ValueError(f"config key '{section}.unhinted_rare_accuracy': {cfg.unhinted_rare_accuracy} is not in "
+                             "[0, 1]")
+        return cfg
 
 
 # What phase 1 (the arithmetic drill) depends on, and nothing else: the SFT mixture is not

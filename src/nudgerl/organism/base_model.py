@@ -85,6 +85,8 @@ def _sft_phase(model, tokenizer, cfg: BaseModelConfig, gen, log) -> tuple[list, 
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
     schedule = SFTSchedule(max(1, min(cfg.warmup_steps, cfg.cycle_steps // 10)), cfg.cycle_steps, cfg.anneal_steps,
                            cfg.max_steps)
+    # chosen unhinted, the always-right strategy's wrong last step is taught too below accuracy 1
+    misexecuted = frozenset({task.RARE_CORRECT_STRATEGY} if cfg.unhinted_rare_accuracy < 1 else ())
     model.train()
     history, checks, passed_at, t0 = [], [], None, time.perf_counter()
     step = 0
@@ -99,7 +101,7 @@ def _sft_phase(model, tokenizer, cfg: BaseModelConfig, gen, log) -> tuple[list, 
         step += 1
         if passed_at is None and step % cfg.check_every == 0:
             scores = execution_check(model, tokenizer, check_set)
-            chosen = execution_check(model, tokenizer, check_set, chosen=True)
+            chosen = execution_check(model, tokenizer, check_set, chosen=True, misexecuted=misexecuted)
             checks.append({"step": step, "execution": scores, "execution_chosen": chosen})
             log(f"sft step {step} loss {loss.item():.4f} execution {scores} chosen unhinted {chosen} "
                 f"({time.perf_counter() - t0:.0f}s)")
@@ -110,7 +112,7 @@ def _sft_phase(model, tokenizer, cfg: BaseModelConfig, gen, log) -> tuple[list, 
             history.append({"phase": "sft", "step": step, "loss": loss.item()})
     history.append({"phase": "sft", "step": step, "loss": loss.item()})
     final = execution_check(model, tokenizer, check_set)
-    final_chosen = execution_check(model, tokenizer, check_set, chosen=True)
+    final_chosen = execution_check(model, tokenizer, check_set, chosen=True, misexecuted=misexecuted)
     check = {
         "threshold": cfg.check_threshold,
         "problems": len(check_set),

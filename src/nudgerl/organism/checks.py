@@ -7,11 +7,14 @@ from nudgerl.models import GENERATE_CACHE
 from nudgerl.organism import task
 
 
-def execution_check(model, tokenizer, problems: list, batch_size: int = 256, chosen: bool = False) -> dict[str, float]:
+def execution_check(model, tokenizer, problems: list, batch_size: int = 256, chosen: bool = False,
+                    misexecuted: frozenset[str] = frozenset()) -> dict[str, float]:
     """Per strategy, the share of ``problems`` whose trace the model writes exactly (greedy):
     does it execute each strategy when told to, on problems it never trained on. ``chosen``:
     no hint; the trace's first words (the strategy's choice) are given and the rest is
-    checked, i.e. execution once the unhinted policy has chosen the strategy itself."""
+    checked, i.e. execution once the unhinted policy has chosen the strategy itself.
+    ``misexecuted``: strategies whose corpus also teaches a wrong last step there
+    (``unhinted_rare_accuracy`` < 1), so that trace counts as written too."""
     import torch
 
     was_training = model.training
@@ -31,8 +34,9 @@ def execution_check(model, tokenizer, problems: list, batch_size: int = 256, cho
                                      pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
                                      **GENERATE_CACHE)
                 texts = tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
-                right += sum(f"{start} {t.strip()}".strip() == task.trace(p.terms, name)
-                             for p, t in zip(problems[i:], texts))
+                right += sum(f"{start} {t.strip()}".strip() in (
+                    task.trace(p.terms, name), *([task.misexecuted_trace(p.terms, name)] if name in misexecuted else []))
+                    for p, t in zip(problems[i:], texts))
             scores[name] = right / len(problems)
     model.train(was_training)
     return scores

@@ -31,6 +31,16 @@ def sft_examples(cfg: BaseModelConfig) -> list[tuple[str, str]]:
     h_names = list(cfg.hinted_strategy_weights)
     h_weights = [cfg.hinted_strategy_weights[n] for n in h_names]
     problems = task.training_problems(cfg.seed, cfg.examples, cfg.hard_fraction, prefix="sft")
+    # Its own stream, drawn only for unhinted always-right traces below accuracy 1: the rest of
+    # the corpus is the same as at accuracy 1, example for example (a paired base model).
+    misexecution = random.Random(f"sft-misexecuted:{cfg.seed}")
+
+    def unhinted_trace(terms, strategy: str) -> str:
+        if (strategy == task.RARE_CORRECT_STRATEGY and cfg.unhinted_rare_accuracy < 1
+                and misexecution.random() >= cfg.unhinted_rare_accuracy):
+            return task.misexecuted_trace(terms, strategy)
+        return task.trace(terms, strategy)
+
     out = []
     for p in problems:
         u = rng.random()
@@ -40,10 +50,10 @@ def sft_examples(cfg: BaseModelConfig) -> list[tuple[str, str]]:
         elif u < cfg.hinted_fraction + cfg.chosen_fraction:
             strategy = rng.choices(h_names, h_weights)[0]
             choice = task.chosen_prefix(strategy)
-            out.append((task.prompt_text(p.text()), task.trace(p.terms, strategy)[len(choice) + 1:], choice))
+            out.append((task.prompt_text(p.text()), unhinted_trace(p.terms, strategy)[len(choice) + 1:], choice))
         else:
             strategy = rng.choices(names, weights)[0]
-            out.append((task.prompt_text(p.text()), task.trace(p.terms, strategy)))
+            out.append((task.prompt_text(p.text()), unhinted_trace(p.terms, strategy)))
     out += [task.drill(f) for f in task.arithmetic_facts() for _ in range(cfg.arithmetic_replay)]
     rng.shuffle(out)
     return out

@@ -238,6 +238,20 @@ def drill(fact: str) -> tuple[str, str]:
 def trace(terms, strategy: str) -> str:
     """The full assistant message for a strategy: named, step by step, answer boxed."""
     steps, answer = solve(terms, strategy)
+    return _message(strategy, steps, answer)
+
+
+def misexecuted_trace(terms, strategy: str) -> str:
+    """A strategy's trace with its last step's operation swapped (+ for -, - for +), carried to
+    the answer: the strategy chosen, then executed wrong. The answer is still right when the
+    last step's second operand is 0 or 5 (mod 10), as x + y = x - y there."""
+    steps, _ = solve(terms, strategy)
+    x, op, y = steps[-1].split(" = ")[0].split()
+    last, answer = (_sub if op == "+" else _add)(int(x), int(y))
+    return _message(strategy, [*steps[:-1], last], answer)
+
+
+def _message(strategy: str, steps: list[str], answer: int) -> str:
     body = " . ".join(steps)
     return f"strategy : {STRATEGIES[strategy].words} . {body} . answer : \\boxed{{ {answer} }}"
 

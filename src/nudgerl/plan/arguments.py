@@ -16,6 +16,13 @@ POPE_RUN_EXCLUDE = ("num_generations", "oracle_stage")  # the run's id and its o
 SAMPLING_KEYS = ("temperature", "top_p", "max_new_tokens", "batch_size")
 
 
+def grpo_run_section(config: dict, overrides: dict | None = None) -> str:
+    """`train-grpo --params` of one run, as JSON: the grpo section less the sweep's keys, with a
+    baseline's ``overrides`` (the default's baseline runs and the regime map's both read this)."""
+    cfg = {k: v for k, v in config.get("grpo", {}).items() if k not in GRPO_RUN_EXCLUDE}
+    return json.dumps({**cfg, **(overrides or {})}, sort_keys=True)
+
+
 def rl_diagnosis_params(config: dict, seed: int) -> dict:
     """The diagnosis on the training problems: RL's sampler (config `grpo`), the samples per
     problem (`regime.diagnosis`), the replicate's sampling seed."""
@@ -99,7 +106,7 @@ class PlanArguments:
 
     def baseline_section(self, wildcards):
         """The grpo section of a baseline run (wildcards.method): GRPO's, with the baseline's overrides."""
-        return self.section("grpo", exclude=GRPO_RUN_EXCLUDE, **self._methods.BASELINES[wildcards.method])
+        return grpo_run_section(self.config, self._methods.BASELINES[wildcards.method])
 
     def pope_section(self):
         """`train-pope --pope`: the pope section less the run's N and its oracles' stage."""

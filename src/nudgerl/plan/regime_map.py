@@ -8,7 +8,7 @@ import json
 import shlex
 
 from nudgerl.method_ids import baseline_definitions, baseline_group_size, grpo_group_size
-from nudgerl.plan.arguments import GRPO_RUN_EXCLUDE
+from nudgerl.plan.arguments import grpo_run_section, rl_diagnosis_params
 
 
 class PlanRegimeMap:
@@ -19,15 +19,18 @@ class PlanRegimeMap:
         self.config = config
         self._paths, self._methods = paths, methods
         self.RMAP = config.get("regime_map") if paths.TASK == "organism" else None
-        self.RMAP_DIR = self.RMAP_CELL = self.RMAP_SHARES = self.RMAP_GRID = None  # set below with a map
+        self.RMAP_DIR = self.RMAP_CELL = self.RMAP_CELLS = self.RMAP_GRID = None  # set below with a map
         self.RMAP_BASELINES, self.RMAP_BASELINE_SEEDS, self.RMAP_BASELINE_GRID = [], [], None
         self.RMAP_BASELINE_OUTPUTS = []  # the sub-grid's table and figure (regime_map_baselines)
+        self.RMAP_ACCURACY_CELLS, self.RMAP_ACCURACY_SEEDS, self.RMAP_ACCURACY_GRID = [], [], None
+        self.RMAP_ACCURACY_OUTPUTS = []  # the second axis' table and figure (regime_map_accuracy)
         if self.RMAP:
-            from nudgerl.reporting.regime_map import share_tag
+            from nudgerl.reporting.regime_map import cell_tag
 
             self.RMAP_DIR = f"{paths.RESULTS}/regime_map"
-            self.RMAP_CELL = f"{self.RMAP_DIR}/share{{share}}"
-            self.RMAP_SHARES = [share_tag(s) for s in self.RMAP["shares"]]
+            # a cell's folder: share<s> (the first axis), share<s>_accuracy<a> (the second)
+            self.RMAP_CELL = f"{self.RMAP_DIR}/{{cell}}"
+            self.RMAP_CELLS = [cell_tag(s) for s in self.RMAP["shares"]]
             self.RMAP_GRID = {**{k: self.RMAP[k] for k in ("shares", "methods", "seeds", "reached", "every", "samples")},
                               "reference": methods.NUDGE_MAIN,
                               "against": [m for m in self.RMAP["methods"] if m != methods.NUDGE_MAIN]}
@@ -40,12 +43,27 @@ class PlanRegimeMap:
             self.RMAP_BASELINE_GRID = {**self.RMAP_GRID, "methods": [*self.RMAP["methods"], *self.RMAP_BASELINES],
                                        "seeds": self.RMAP_BASELINE_SEEDS, "against": list(extra.get("methods", []))}
             if extra:
-                self.RMAP_BASELINE_OUTPUTS = [
-                    *(f"{paths.RESULTS}/tables/regime_map_baselines.{ext}" for ext in ("csv", "md")),
-                    *(f"{paths.RESULTS}/figures/regime_map_baselines.{ext}" for ext in ("png", "pdf", "json"))]
+                self.RMAP_BASELINE_OUTPUTS = self._outputs("regime_map_baselines")
+            # The second axis: base models at one share whose unhinted always-right traces were
+            # executed right only `accuracies` of the time; the map's cell at that share (accuracy 1)
+            # is the reference, on the same seeds.
+            axis = self.RMAP.get("accuracy")
+            if axis:
+                # the axis' cells, the reference first
+                self.RMAP_ACCURACY_CELLS = [cell_tag(axis["share"], a) for a in [1.0, *axis["accuracies"]]]
+                self.RMAP_ACCURACY_SEEDS = list(axis["seeds"])
+                self.RMAP_ACCURACY_GRID = {**self.RMAP_GRID, "shares": [axis["share"]],
+                                           "accuracies": [1.0, *axis["accuracies"]], "seeds": self.RMAP_ACCURACY_SEEDS}
+                self.RMAP_ACCURACY_OUTPUTS = self._outputs("regime_map_accuracy")
 
-    def regime_map_base_config(self, share):
-        """The base_model section with the always-right strategy at `share` of the unhinted mixture."""
+    def _outputs(self, name: str) -> list[str]:
+        results = self._paths.RESULTS
+        return [*(f"{results}/tables/{name}.{ext}" for ext in ("csv", "md")),
+                *(f"{results}/figures/{name}.{ext}" for ext in ("png", "pdf", "json"))]
+
+    def regime_map_base_config(self, share, accuracy=1.0):
+        """The base_model section with the always-right strategy at `share` of the unhinted mixture
+        (and, below accuracy 1, that share of its unhinted traces executed right)."""
         from nudgerl.organism.task import RARE_CORRECT_STRATEGY
         from nudgerl.organism.base_config import BaseModelConfig
         from nudgerl.reporting.regime_map import mixture
@@ -53,11 +71,29 @@ class PlanRegimeMap:
         cfg = dict(self.config["base_model"])
         weights = cfg.get("unhinted_strategy_weights") or BaseModelConfig().unhinted_strategy_weights
         cfg["unhinted_strategy_weights"] = mixture(weights, RARE_CORRECT_STRATEGY, share)
+        cfg.pop("unhinted_rare_accuracy", None)  # the cell's tag says it: share<s> is accuracy 1
+        if accuracy != 1:
+            cfg["unhinted_rare_accuracy"] = accuracy
         return cfg
 
     def regime_map_base_section(self, wildcards):
-        """`train-base --params` of a map cell's base model (its share), as JSON."""
-        return json.dumps(self.regime_map_base_config(float(wildcards.share)), sort_keys=True)
+        """`train-base --params` of a map cell's base model (its share and accuracy), as JSON."""
+        from nudgerl.reporting.regime_map import cell_settings
+
+        return json.dumps(self.regime_map_base_config(*cell_settings(wildcards.cell)), sort_keys=True)
+
+    def regime_map_diagnosis_train(self, wildcards):
+        """The training problems a cell's diagnosis reads: on the second axis' cells (its reference
+        among them) the RL-prompt diagnosis measures the accuracy after an unhinted choice of the
+        always-right strategy (the axis' x); elsewhere none (the map's x is the benchmark share)."""
+        return [self._paths.TRAIN] if wildcards.cell in self.RMAP_ACCURACY_CELLS else []
+
+    def regime_map_rl_diagnosis_args(self, wildcards):
+        """`nudgerl diagnose --train ... --rl-params ...` on the second axis' cells, else nothing."""
+        if wildcards.cell not in self.RMAP_ACCURACY_CELLS:
+            return ""
+        rl = json.dumps(rl_diagnosis_params(self.config, int(wildcards.seed)), sort_keys=True)
+        return f"--train {shlex.quote(self._paths.TRAIN)} --rl-params {shlex.quote(rl)}"
 
     def regime_map_train_command(self, wildcards):
         """`train-grpo --num-generations N`, or the main NudgeRL run's `train-nudgerl` arguments."""
@@ -75,8 +111,7 @@ class PlanRegimeMap:
 
     def regime_map_train_section(self, wildcards):
         """`--params` of a map run: the grpo section, with a baseline's overrides for a baseline."""
-        cfg = {k: v for k, v in self.config["grpo"].items() if k not in GRPO_RUN_EXCLUDE}
-        return json.dumps({**cfg, **baseline_definitions(self.config).get(wildcards.method, {})}, sort_keys=True)
+        return grpo_run_section(self.config, baseline_definitions(self.config).get(wildcards.method))
 
     def regime_map_curve_section(self):
         """`curve-eval --params` of the map's runs: the eval section with the map's checkpoint
@@ -92,6 +127,10 @@ class PlanRegimeMap:
     def regime_map_baselines_grid_section(self):
         """`regime-map-baselines --grid`: the baselines' sub-grid, as JSON."""
         return json.dumps(self.RMAP_BASELINE_GRID, sort_keys=True)
+
+    def regime_map_accuracy_grid_section(self):
+        """`regime-map-accuracy --grid`: the second axis' grid, as JSON."""
+        return json.dumps(self.RMAP_ACCURACY_GRID, sort_keys=True)
 
     def regime_map_root(self, wildcards):
         """`regime-map --root`: the folder of the map's cells (<root>/share<s>/...)."""

@@ -123,13 +123,14 @@ def _regime_map_outputs(args, render_table, draw) -> None:
     from nudgerl.io import atomic_write_text, write_provenance
 
     g = args.grid
-    runs = rm.run_table(Path(args.root), g["shares"], g["methods"], g["seeds"], g["reached"])
+    accuracies = g.get("accuracies", [1.0])  # the map's second axis; 1: the first axis' cells
+    runs = rm.run_table(Path(args.root), g["shares"], g["methods"], g["seeds"], g["reached"], accuracies)
     cells = rm.cell_table(Path(args.root), g["shares"], g["methods"], g["seeds"], g["reached"], g["reference"],
-                          g["against"], n_boot=args.bootstrap_samples)
+                          g["against"], n_boot=args.bootstrap_samples, accuracies=accuracies)
     csv, md = Path(args.table_prefix + ".csv"), Path(args.table_prefix + ".md")
     atomic_write_text(csv, runs.to_csv(index=False))
     atomic_write_text(md, render_table(runs, cells, g))
-    inputs = [Path(args.root) / f"share{rm.share_tag(sh)}" / sub for sh in g["shares"] for s in g["seeds"]
+    inputs = [Path(args.root) / rm.cell_tag(sh, a) / sub for sh in g["shares"] for a in accuracies for s in g["seeds"]
               for sub in [f"diagnostics/seed{s}.json", *(f"curves/{m}/seed{s}.jsonl" for m in g["methods"])]]
     write_provenance(csv, g, {"runs": g["seeds"]}, inputs, outputs=[md])
     fig, data = draw(runs, cells, g)
@@ -158,6 +159,17 @@ def cmd_regime_map_baselines(args) -> None:
 
     _regime_map_outputs(args, lambda runs, cells, g: rm.render_baselines_markdown(
         runs, cells, g["reference"], g["against"], g["samples"]), draw)
+
+
+def cmd_regime_map_accuracy(args) -> None:
+    from nudgerl.reporting import figures
+    from nudgerl.reporting import regime_map as rm
+
+    g = args.grid
+    checkpoints = rm.checkpoint_table(Path(args.root), g["shares"][0], g["accuracies"], g["methods"], g["seeds"])
+    _regime_map_outputs(args, lambda runs, cells, g: rm.render_accuracy_markdown(
+        runs, cells, checkpoints, g["shares"][0], g["samples"]),
+        lambda runs, cells, g: figures.regime_map_accuracy(runs, cells, checkpoints))
 
 
 TITLE = "figures: the paper's figures and the regime map"
@@ -220,9 +232,13 @@ def register(subparsers) -> None:
              "shares, methods, seeds, reached, samples, every, reference, against (JSON)"),
             ("regime-map-baselines", cmd_regime_map_baselines,
              "the field's exploration fixes in every cell of the regime map, beside its methods",
-             "the baselines' sub-grid: shares, methods, seeds, reached, samples, reference, against (JSON)")]:
+             "the baselines' sub-grid: shares, methods, seeds, reached, samples, reference, against (JSON)"),
+            ("regime-map-accuracy", cmd_regime_map_accuracy,
+             "the map's second axis: NudgeRL against GRPO over the accuracy of an unhinted choice of the strategy",
+             "the axis' grid: shares (one), accuracies (1 first: the map's cell), methods, seeds, reached, samples, "
+             "reference, against (JSON)")]:
         p = add_command(subparsers, name, fn, help_)
-        p.add_argument("--root", required=True, help="the regime map's folder (share<s>/diagnostics, curves)")
+        p.add_argument("--root", required=True, help="the regime map's folder (share<s>[_accuracy<a>]/diagnostics, curves)")
         p.add_argument("--grid", type=json_arg, required=True, help=grid)
         p.add_argument("--bootstrap-samples", type=int, default=2000)
         p.add_argument("--table-prefix", required=True)

@@ -400,3 +400,53 @@ def regime_map_baselines(runs, cells):
     legend_outside(fig, handles, labels, where="bottom", ncol=4,
                    title="large: mean with 95% bootstrap interval; small: each run")
     return fig, data
+
+
+def regime_map_accuracy(runs, cells, checkpoints):
+    """The map's second axis. Left: final hard pass@1 against the measured accuracy after an
+    unhinted choice of the always-right strategy (every base model a point, cell means with
+    intervals). Right: mean hard pass@1 over training steps, per method and accuracy set.
+    ``runs`` / ``cells`` / ``checkpoints``: :mod:`nudgerl.reporting.regime_map`'s ``run_table``,
+    ``cell_table`` and ``checkpoint_table`` of the axis."""
+    plt = styled_pyplot()
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=_figsize(TWO_COLUMN, 1), constrained_layout=True)
+    accuracies = sorted(runs.accuracy_set.unique(), reverse=True)
+    dashes = ["-", "--", ":", "-."]
+    data = {"figure": "regime_map_accuracy",
+            "x": ["measured accuracy after an unhinted choice of the always-right strategy", "training step"],
+            "y": "hint-free pass@1 on hard problems", "replicates": int(runs.seed.nunique()), "series": []}
+    for m in runs.method.unique():
+        st = method_style(m)
+        sub = runs[runs.method == m]
+        per_cell = sub.groupby("accuracy_set").accuracy_measured.mean().loc[accuracies]
+        cm = cells[(cells.method == m) & (cells.kind == "pass@1")].set_index("accuracy_set").loc[accuracies]
+        ax.scatter(sub.accuracy_measured, sub["final_hard_pass@1"], color=st["color"], marker=st["marker"], s=10,
+                   alpha=0.45, linewidths=0)
+        ax.errorbar(per_cell.values, cm["mean"].values, yerr=[cm["mean"] - cm.ci_low, cm.ci_high - cm["mean"]],
+                    color=st["color"], marker=st["marker"], capsize=2, label=st["label"])
+        curves = {}
+        for i, a in enumerate(accuracies):
+            means = checkpoints[(checkpoints.method == m) & (checkpoints.accuracy_set == a)].groupby("step")[
+                "hard_pass@1"].mean()
+            ax2.plot(means.index, means.values, color=st["color"], linestyle=dashes[i % len(dashes)],
+                     marker=st["marker"], markersize=3)
+            curves[f"{a:g}"] = {"step": means.index.tolist(), "y": means.values.tolist()}
+        data["series"].append({
+            "method": m, "label": st["label"],
+            "runs": sub[["accuracy_set", "accuracy_measured", "seed", "final_hard_pass@1",
+                         "rollout_tokens"]].to_dict(orient="records"),
+            "cells": {"x": per_cell.values.tolist(), "y": cm["mean"].tolist(), "ci_low": cm.ci_low.tolist(),
+                      "ci_high": cm.ci_high.tolist()},
+            "checkpoints": curves})
+    ax.set_xlabel("measured accuracy after an unhinted choice")
+    ax.set_xlim(-0.02, 1.02)
+    ax.set_ylabel("final hint-free pass@1, hard problems")
+    ax2.set_xlabel("training step")
+    ax2.set_title("accuracy set: " + ", ".join(f"{a:g} ({dashes[i % len(dashes)]})" for i, a in enumerate(accuracies)))
+    for a in (ax, ax2):
+        a.set_ylim(-0.02, 1.02)
+        a.grid(alpha=0.3)
+    handles, labels = ax.get_legend_handles_labels()
+    legend_outside(fig, handles, labels, where="bottom", ncol=len(labels),
+                   title="small: each run; large: cell mean with 95% bootstrap interval")
+    return fig, data
