@@ -267,7 +267,7 @@ def compute_matched(eval_root: Path, runs_root: Path, methods: list[str], benchm
     plt = styled_pyplot()
     panels = 2 if curves else 1
     width, height = TWO_COLUMN if panels == 2 else ONE_COLUMN
-    ncol = 4
+    ncol = 4 if panels == 2 else 2  # a one-column figure holds two labels a row (the baselines' have ten)
     extra = [m for m in (curves or {}) if m not in methods]
     rows_of_legend = -(-(len(methods) + len(extra)) // ncol)
     fig, axes = plt.subplots(1, panels, figsize=_figsize((width, height), rows_of_legend + 1), constrained_layout=True,
@@ -309,7 +309,8 @@ def compute_matched(eval_root: Path, runs_root: Path, methods: list[str], benchm
     # under the panels, not on them: with the ablation runs the points fill the plot area; the
     # curves' methods share their points' colours, so one legend serves both panels
     legend_outside(fig, handles, labels, where="bottom", ncol=ncol,
-                   title="markers: mean with 95% bootstrap interval; hollow: ablation / eps_high variant")
+                   title="markers: mean with 95% bootstrap interval;" + (" " if panels == 2 else "\n")
+                   + "hollow: ablation / eps_high variant")
     return fig, data
 
 
