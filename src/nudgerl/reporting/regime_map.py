@@ -150,6 +150,26 @@ def _pct(x):
     return "-" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{100 * x:.1f}"
 
 
+VERDICT_WORD = {"supported": "better", "contradicted": "worse", "inconclusive": "tie"}
+
+
+def _cell_columns(here: pd.DataFrame, methods) -> tuple[list[str], list[str]]:
+    """One cell's table entries: each method's pass@1 [interval], and each paired difference
+    with its word (better / worse / tie)."""
+    from nudgerl.reporting.tables import method_label
+
+    parts = []
+    for m in methods:
+        c = here[(here.method == m) & (here.kind == "pass@1")].iloc[0]
+        parts.append(f"{_pct(c['mean'])} [{_pct(c.ci_low)}, {_pct(c.ci_high)}]")
+    paired = []
+    for _, c in here[here.kind == "paired difference"].iterrows():
+        a, b = c.method.split(" - ")
+        paired.append(f"{method_label(a)} - {method_label(b)}: {100 * c['mean']:+.1f} [{100 * c.ci_low:+.1f}, "
+                      f"{100 * c.ci_high:+.1f}] ({VERDICT_WORD[c.verdict]})")
+    return parts, paired
+
+
 def render_markdown(runs: pd.DataFrame, cells: pd.DataFrame, reached: float, samples: int, every: int) -> str:
     from nudgerl.reporting.tables import method_label
 
@@ -167,19 +187,9 @@ def render_markdown(runs: pd.DataFrame, cells: pd.DataFrame, reached: float, sam
         + " | paired |",
         "|---" * (3 + runs.method.nunique()) + "|",
     ]
-    verdict_word = {"supported": "better", "contradicted": "worse", "inconclusive": "tie"}
     for share, sub in runs.groupby("share_set", sort=True):
         measured = ", ".join(f"{100 * x:.2f}" for x in sub.drop_duplicates("seed").sort_values("seed").share_measured)
-        cells_here = cells[cells.share_set == share]
-        parts = []
-        for m in runs.method.unique():
-            c = cells_here[(cells_here.method == m) & (cells_here.kind == "pass@1")].iloc[0]
-            parts.append(f"{_pct(c['mean'])} [{_pct(c.ci_low)}, {_pct(c.ci_high)}]")
-        paired = []
-        for _, c in cells_here[cells_here.kind == "paired difference"].iterrows():
-            a, b = c.method.split(" - ")
-            paired.append(f"{method_label(a)} - {method_label(b)}: {100 * c['mean']:+.1f} [{100 * c.ci_low:+.1f}, "
-                          f"{100 * c.ci_high:+.1f}] ({verdict_word[c.verdict]})")
+        parts, paired = _cell_columns(cells[cells.share_set == share], runs.method.unique())
         lines.append(f"| {100 * share:g} % | {measured} % | " + " | ".join(parts) + " | " + "; ".join(paired) + " |")
     lines += ["", f"**Rollout tokens to first reach hard pass@1 >= {reached:g}** (thousands; '-' = not reached within "
                   "training), per replicate:", "",
@@ -212,7 +222,6 @@ def render_baselines_markdown(runs: pd.DataFrame, cells: pd.DataFrame, reference
         "| share set | method | final hard pass@1 | rollout tokens (k) | " + method_label(reference) + " minus it |",
         "|---|---|---|---|---|",
     ]
-    verdict_word = {"supported": "better", "contradicted": "worse", "inconclusive": "tie"}
     for share, sub in runs.groupby("share_set", sort=True):
         here = cells[cells.share_set == share]
         for m in runs.method.unique():
@@ -221,7 +230,7 @@ def render_baselines_markdown(runs: pd.DataFrame, cells: pd.DataFrame, reference
             paired = here[(here.method == f"{reference} - {m}") & (here.kind == "paired difference")]
             diff = "" if paired.empty else (
                 f"{100 * paired['mean'].iloc[0]:+.1f} [{100 * paired.ci_low.iloc[0]:+.1f}, "
-                f"{100 * paired.ci_high.iloc[0]:+.1f}] ({verdict_word[paired.verdict.iloc[0]]})")
+                f"{100 * paired.ci_high.iloc[0]:+.1f}] ({VERDICT_WORD[paired.verdict.iloc[0]]})")
             lines.append(f"| {100 * share:g} % | {method_label(m)} | {_pct(c['mean'])} [{_pct(c.ci_low)}, "
                          f"{_pct(c.ci_high)}] | {tokens / 1e3:.0f} | {diff} |")
     lines += ["", f"**{method_label(reference)} beats every baseline** (the claims' verdict rule over the paired "
@@ -249,7 +258,6 @@ def render_accuracy_markdown(runs: pd.DataFrame, cells: pd.DataFrame, checkpoint
 
     seeds = sorted(runs.seed.unique())
     methods = list(runs.method.unique())
-    verdict_word = {"supported": "better", "contradicted": "worse", "inconclusive": "tie"}
     lines = [
         f"**Regime map, second axis: hint-free pass@1 (%) on the hard benchmark problems at the end of training, "
         f"against the accuracy of the always-right strategy when the unhinted policy chooses it (the SFT corpus "
@@ -267,16 +275,7 @@ def render_accuracy_markdown(runs: pd.DataFrame, cells: pd.DataFrame, checkpoint
     ]
     for accuracy, sub in runs.groupby("accuracy_set", sort=False):
         per_seed = sub.drop_duplicates("seed").sort_values("seed")
-        here = cells[cells.accuracy_set == accuracy]
-        parts = []
-        for m in methods:
-            c = here[(here.method == m) & (here.kind == "pass@1")].iloc[0]
-            parts.append(f"{_pct(c['mean'])} [{_pct(c.ci_low)}, {_pct(c.ci_high)}]")
-        paired = []
-        for _, c in here[here.kind == "paired difference"].iterrows():
-            a, b = c.method.split(" - ")
-            paired.append(f"{method_label(a)} - {method_label(b)}: {100 * c['mean']:+.1f} [{100 * c.ci_low:+.1f}, "
-                          f"{100 * c.ci_high:+.1f}] ({verdict_word[c.verdict]})")
+        parts, paired = _cell_columns(cells[cells.accuracy_set == accuracy], methods)
         lines.append(f"| {accuracy:g} | {', '.join(_pct(x) for x in per_seed.accuracy_measured)} % | "
                      f"{', '.join(f'{100 * x:.2f}' for x in per_seed.share_measured)} % | "
                      f"{', '.join(_pct(x) for x in per_seed['hinted_rare_pass@1_hard'])} % | "
