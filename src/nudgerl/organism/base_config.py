@@ -50,10 +50,10 @@ class BaseModelConfig:
             "difference_table": 0.5,
         }
     )
-    hidden_size: int = 128
-    intermediate_size: int = 384
+    hidden_size: int = 64
+    intermediate_size: int = 192
     num_layers: int = 3
-    num_heads: int = 8
+    num_heads: int = 4
     batch_size: int = 64
     learning_rate: float = 2e-3
     warmup_steps: int = 100
