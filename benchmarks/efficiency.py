@@ -106,7 +106,9 @@ def interleaved(work, bound, repeats: int) -> dict:
             "matmul_seconds": statistics.median(b for b, _ in rounds)}
 
 
-def sampling_ratio(model, s: dict, repeats: int) -> dict:
+def sampling_work(model, s: dict):
+    """`model.generate` as the evaluation backend calls it, on a batch of the default's size
+    (every row decodes `new_tokens`), warmed up; returns the call."""
     B, P, T = s["sample_batch"], s["prompt_tokens"], s["new_tokens"]
     ids = torch.randint(3, model.config.vocab_size, (B, P))
 
@@ -117,6 +119,12 @@ def sampling_ratio(model, s: dict, repeats: int) -> dict:
                            cache_implementation="static", disable_compile=True)
 
     generate()  # warm-up: the static cache's allocation, first-call dispatch
+    return generate
+
+
+def sampling_ratio(model, s: dict, repeats: int) -> dict:
+    B, P, T = s["sample_batch"], s["prompt_tokens"], s["new_tokens"]
+    generate = sampling_work(model, s)
     shapes = linear_shapes(model)
     # prefill: B x P rows once; decode: T - 1 steps of B rows (the first new token comes from prefill)
     prefill, decode = matmul_pass(shapes, B * P), matmul_pass(shapes, B)
@@ -130,7 +138,9 @@ def sampling_ratio(model, s: dict, repeats: int) -> dict:
     return {**out, "tokens_per_cpu_s": B * T / out["seconds"], "batch": B, "prompt_tokens": P, "new_tokens": T}
 
 
-def training_ratio(model, s: dict, repeats: int) -> dict:
+def training_work(model, s: dict):
+    """The forward and backward pass of GRPO's policy loss over one training micro-batch of the
+    default's size, warmed up; returns the call (the model is left in training mode)."""
     B, L, T = s["train_batch"], s["prompt_tokens"] + s["new_tokens"], s["new_tokens"]
     model.train()
     ids = torch.randint(3, model.config.vocab_size, (B, L))
@@ -145,6 +155,12 @@ def training_ratio(model, s: dict, repeats: int) -> dict:
         (-(adv[:, None] * logps).mean()).backward()
 
     step()
+    return step
+
+
+def training_ratio(model, s: dict, repeats: int) -> dict:
+    B, L = s["train_batch"], s["prompt_tokens"] + s["new_tokens"]
+    step = training_work(model, s)
     out = interleaved(step, matmul_pass(linear_shapes(model), B * L, backward=True), repeats)
     model.eval()
     return {**out, "tokens_per_cpu_s": B * L / out["seconds"], "batch": B, "sequence_tokens": L}
