@@ -308,6 +308,31 @@ def test_a_deadline_dropped_inside_a_gc_callback_still_stops_the_item(monkeypatc
     assert elapsed < LIMIT + 10.0, (elapsed, dropped)
 
 
+def test_a_deadline_that_lands_in_a_finalizer_reaches_no_other_unraisable_hook(monkeypatch):
+    """An alarm inside a __del__ is handed to sys.unraisablehook: the grader's own signal, kept
+    from the caller's hook (pytest's reports it as the test's error), and the item still stops."""
+    class SlowToDelete:
+        def __del__(self):
+            time.sleep(4 * LIMIT)  # the first alarm lands here
+
+    def judge_with_a_slow_finalizer(*item):
+        SlowToDelete()  # deleted at once
+        end = time.monotonic() + 60.0
+        while time.monotonic() < end:
+            pass
+        return "correct"
+
+    seen = []
+    monkeypatch.setattr(grading, "judge_unbounded", judge_with_a_slow_finalizer)
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: seen.append(u.exc_type))
+    t0 = time.monotonic()
+    outcome = grading._judge_under_alarm(("x", "1", "standard", None), LIMIT)
+    assert outcome == "timeout" and time.monotonic() - t0 < 4 * LIMIT  # the finalizer was interrupted
+    assert seen == []
+    sys.unraisablehook(type("U", (), {"exc_type": ValueError})())  # the caller's hook is back
+    assert seen == [ValueError]
+
+
 def test_in_process_off_the_main_thread_is_refused():
     errors = []
 

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import re
 import signal
+import sys
 import threading
 import time
 from collections import Counter
@@ -187,7 +188,17 @@ def _judge_under_alarm(item: tuple, limit: float) -> str:
         if armed[0]:  # raise only while the item is being judged
             raise _Deadline
 
+    def drop_deadline(unraisable):
+        # A deadline that lands in a __del__ or a GC callback is handed to sys.unraisablehook,
+        # not to us; it is our own signal (the repeat alarm stops the item), not an error of the
+        # code it interrupted. Another hook (pytest's) would report it, and a second alarm
+        # landing while that hook formats its traceback breaks the hook itself.
+        if unraisable.exc_type is not _Deadline:
+            previous_hook(unraisable)
+
     outcome = "timeout"
+    previous_hook = sys.unraisablehook
+    sys.unraisablehook = drop_deadline
     previous_handler = signal.signal(signal.SIGALRM, on_alarm)
     previous_timer = signal.getitimer(signal.ITIMER_REAL)
     t0 = time.monotonic()
@@ -202,6 +213,7 @@ def _judge_under_alarm(item: tuple, limit: float) -> str:
         armed[0] = False
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous_handler)
+        sys.unraisablehook = previous_hook
         if previous_timer[0] > 0:  # give the caller's own alarm back, less the time we used
             remaining = max(previous_timer[0] - (time.monotonic() - t0), 1e-3)
             signal.setitimer(signal.ITIMER_REAL, remaining, previous_timer[1])
