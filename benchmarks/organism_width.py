@@ -59,7 +59,6 @@ def main(argv=None) -> int:
     ours = default_shapes(yaml.safe_load(Path(args.config).read_text()))
     other = {**ours, **dict(zip(("hidden", "intermediate", "layers", "heads"), args.against))}
     result = side_by_side(ours, other, args.repeats)
-    sys.path.insert(0, str(REPO / "src"))
     from nudgerl.io import code_version
 
     shape = lambda s: f"{s['hidden']} wide, {s['layers']} layers, {s['heads']} heads, MLP {s['intermediate']}"  # noqa: E731
