@@ -3,8 +3,8 @@ inside the regime bounds does it land?
 
     python benchmarks/base_model_robustness.py            # 5 seeds x (threads {1, 2}, kernels capped at AVX2)
     python benchmarks/base_model_robustness.py --seeds 0 1 --threads 1 --kernels native
-    python benchmarks/base_model_robustness.py --threads 1 --configfile config/config.yaml config/rare.yaml \
-        --out-prefix benchmarks/base_models_rare      # an overlay, merged key by key as Snakemake does
+    python benchmarks/base_model_robustness.py --threads 1 --configfile config/config.yaml config/common.yaml \
+        --out-prefix benchmarks/base_models_common    # an overlay, merged key by key as Snakemake does
 
 Builds each base model with the DAG's own commands (``nudgerl drill-base``, ``train-base
 --drilled``, ``diagnose --train``, ``regime-gate`` with the default config's sections), so each
@@ -14,7 +14,8 @@ torch's, MKL's and oneDNN's kernels capped at AVX2, which changes summation orde
 AVX-512 machine where a second thread changed no byte. Reports each
 gate figure with its interval and its distance inside each bound in standard errors, and the
 smallest distance over all rows (a bound the spread comes within 3 standard errors of must be
-redesigned). Writes ``benchmarks/base_models.json`` and ``benchmarks/base_models.md``.
+redesigned). Writes ``benchmarks/base_models_rare.json`` and ``benchmarks/base_models_rare.md``
+(the default's regime; ``--out-prefix`` for another).
 """
 
 from __future__ import annotations
@@ -198,7 +199,7 @@ def main(argv=None) -> int:
                     help="CPU kernel sets (avx2: one-thread builds with torch, MKL and oneDNN capped at AVX2)")
     ap.add_argument("--configfile", nargs="+", default=[str(REPO / "config" / "config.yaml")],
                     help="config files merged key by key, later over earlier (an overlay after config/config.yaml)")
-    ap.add_argument("--out-prefix", default=str(REPO / "benchmarks" / "base_models"))
+    ap.add_argument("--out-prefix", default=str(REPO / "benchmarks" / "base_models_rare"))
     ap.add_argument("--work-dir", help="keep the models here (default: a temporary folder); a rerun with the same "
                     "folder reads the builds that finished instead of repeating them")
     args = ap.parse_args(argv)

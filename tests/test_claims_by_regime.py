@@ -32,11 +32,11 @@ def _run(root: Path, name: str, shares, claim1: tuple, claim4_verdict: str) -> s
                   "better": "nudgerl8", "worse": w, "delta": d, "ci_low": d - 0.01, "ci_high": d + 0.01,
                   "verdict": claim4_verdict} for w, d in (("nudgerl8_pdrop0", 0.05), ("nudgerl8_pdrop0.75", 0.02))]
     pd.DataFrame(rows).to_csv(run / "tables" / "claims.csv", index=False)
-    above = [True] * len(shares) if name == "embedded" else [True, False] + [True] * (len(shares) - 2)
+    above = [True] * len(shares) if name == "embedded_common" else [True, False] + [True] * (len(shares) - 2)
     pd.DataFrame([{"seed": s, "method": m, "above_reference": a if m == "grpo8" else ""}
                   for s, a in enumerate(above) for m in ("base", "grpo8")]).to_csv(
         run / "tables" / "table1_replicates.csv", index=False)
-    if name == "embedded_rare":  # exploration success: nudgerl8 found on 4 of 5, grpo32 on 1 of 5
+    if name == "embedded":  # exploration success: nudgerl8 found on 4 of 5, grpo32 on 1 of 5
         pd.DataFrame([{"method": m, "seed": s, "found": k, "replicates": 5, "run_found": s < k}
                       for m, k in (("nudgerl8", 4), ("grpo32", 1), ("nudgerl8_pdrop0", 1)) for s in range(5)]).to_csv(
             run / "tables" / "exploration.csv", index=False)
@@ -45,8 +45,8 @@ def _run(root: Path, name: str, shares, claim1: tuple, claim4_verdict: str) -> s
 
 @pytest.fixture
 def runs(tmp_path):
-    common = _run(tmp_path, "embedded", [0.041, 0.036, 0.022], ("inconclusive", 0.001, -0.007, 0.013), "supported")
-    rare = _run(tmp_path, "embedded_rare", [0.008, 0.006, 0.002, 0.004, 0.005],
+    common = _run(tmp_path, "embedded_common", [0.041, 0.036, 0.022], ("inconclusive", 0.001, -0.007, 0.013), "supported")
+    rare = _run(tmp_path, "embedded", [0.008, 0.006, 0.002, 0.004, 0.005],
                 ("supported", 0.31, 0.12, 0.48), "not run")
     return [common, rare]
 
@@ -85,7 +85,7 @@ def test_the_command_writes_checks_and_names_a_missing_table(runs, tmp_path):
     (Path(runs[1]) / "diagnostics" / "base_models.csv").unlink()
     bad = subprocess.run([nudgerl, "claims-by-regime", "--results", *runs, "--out", out], capture_output=True,
                          text=True)
-    assert bad.returncode != 0 and "embedded_rare/diagnostics/base_models.csv: no base-model table" in bad.stderr
+    assert bad.returncode != 0 and "embedded/diagnostics/base_models.csv: no base-model table" in bad.stderr
 
 
 def test_a_claim_on_one_replicate_counts_that_replicates_runs_only(runs, tmp_path):

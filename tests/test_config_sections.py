@@ -26,7 +26,7 @@ CONFIG = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
 PARAMS = yaml.safe_load((REPO / "params.yaml").read_text())
 SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
 # Every configuration in config/, as Snakemake sees it: each file merged over config.yaml, key by key.
-OVERLAYS = {"config.yaml": [], "rare.yaml": ["rare.yaml"], "rare.yaml+study.yaml": ["rare.yaml", "study.yaml"], "smoke.yaml": ["smoke.yaml"], "paper.yaml": ["paper.yaml"],
+OVERLAYS = {"config.yaml": [], "common.yaml": ["common.yaml"], "study.yaml": ["study.yaml"], "smoke.yaml": ["smoke.yaml"], "paper.yaml": ["paper.yaml"],
             "paper.yaml+offline.yaml": ["paper.yaml", "offline.yaml"], "smollm2.yaml": ["smollm2.yaml"],
             "smollm2_arith.yaml": ["smollm2_arith.yaml"]}
 

@@ -1,4 +1,4 @@
-# The study (`snakemake study --cores 2 --configfile config/rare.yaml config/study.yaml`):
+# The study (`snakemake study --cores 2 --configfile config/study.yaml`):
 # everything the default leaves out, on more replicates. The default's whole matrix on the
 # study's seeds (Table 1, claims, ablations and the eps_high sweep on `ablation_seeds`), the
 # regime map, and two tables of its own: exploration success on two disjoint seed sets, and
