@@ -20,7 +20,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 FIELDS = ("wildcards", "input", "output", "log", "benchmark", "resources")
 # every file in config/, the overlays over the base they are written for
-DEFAULT_CONFIGS = ("config.yaml", "config.yaml:regime_map", "smoke.yaml", "paper.yaml",
+DEFAULT_CONFIGS = ("config.yaml", "config.yaml:regime_map", "config.yaml+common.yaml", "config.yaml+study.yaml:study",
+                   "smoke.yaml", "paper.yaml",
                    "paper.yaml+offline.yaml", "smollm2.yaml", "smollm2_arith.yaml")
 PROFILE_ENV = {"NUDGERL_SLURM_ACCOUNT": "acct", "NUDGERL_SLURM_PARTITION": "part"}
 

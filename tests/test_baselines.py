@@ -33,7 +33,7 @@ def test_plan_runs_the_baselines_on_their_seeds_beside_grpo_and_nudgerl():
     plan = WorkflowPlan(_with(seeds=[0, 1]))
     m = plan.methods
     assert m.BASELINE_TABLE_METHODS == ["grpo8", "grpo32", "nudgerl8", *baseline_definitions(CONFIG)]
-    assert m.RUN_SEEDS["ngrpo8"] == [0, 1] and m.RUN_SEEDS["grpo64"] == [0, 1, 2]
+    assert m.RUN_SEEDS["ngrpo8"] == [0, 1] and m.RUN_SEEDS["grpo64"] == CONFIG["seeds"]
     assert "ngrpo8" in m.EVALUATED and "ngrpo8" not in m.METHODS  # not a Table 1 row
     section = yaml.safe_load(plan.arguments.baseline_section(type("W", (), {"method": "cispo8"})()))
     assert section["loss_type"] == "cispo" and section["epsilon_high"] == 5.0
@@ -59,17 +59,25 @@ def test_the_regime_map_trains_grpo_nudgerl_or_a_defined_baseline():
     assert check_regime_map_methods(cfg) == [
         "config key 'regime_map.methods': ['ppo8'] are neither grpo<N>, nudgerl<N> nor a baseline of 'baselines.methods' "
         "(dapo8, drgrpo8, gspo8, cispo8, entropy8, ngrpo8, passk8)"]
-    cfg["regime_map"]["baselines"] = {"methods": ["dapo8", "sac8"], "seeds": [0, 9]}
+    cfg["regime_map"]["baselines"] = {"methods": ["dapo8", "sac8"], "seeds": [0, 9], "shares": [0.03, 0.05]}
     assert check_regime_map_methods(cfg)[1:] == [
         "config key 'regime_map.baselines.methods': ['sac8'] are not baselines of 'baselines.methods' "
         "(dapo8, drgrpo8, gspo8, cispo8, entropy8, ngrpo8, passk8)",
         "config key 'regime_map.baselines.seeds': [9] not in 'regime_map.seeds' [0, 1, 2] (the baselines pair "
-        "with the map's runs on the same base models)"]
+        "with the map's runs on the same base models)",
+        "config key 'regime_map.baselines.shares': [0.05] not in 'regime_map.shares' [0.003, 0.01, 0.03, 0.1] "
+        "(the baselines pair with the map's runs in the same cells)"]
     cfg["regime_map"]["methods"] = ["grpo8", "nudgerl8", "dapo8"]
     cfg["regime_map"]["baselines"] = {"methods": ["dapo8", "ngrpo8"], "seeds": [1]}
     plan = WorkflowPlan(cfg)
     grid = yaml.safe_load(plan.regime_map.regime_map_baselines_grid_section())
     assert grid["methods"] == ["grpo8", "nudgerl8", "dapo8", "ngrpo8"] and grid["seeds"] == [1]
+    # without `shares`, every cell of the map; with it, those cells only
+    assert grid["shares"] == [0.003, 0.01, 0.03, 0.1] and len(plan.regime_map.RMAP_BASELINE_CELLS) == 4
+    cfg["regime_map"]["baselines"]["shares"] = [0.1]
+    plan = WorkflowPlan(cfg)
+    grid = yaml.safe_load(plan.regime_map.regime_map_baselines_grid_section())
+    assert grid["shares"] == [0.1] and plan.regime_map.RMAP_BASELINE_CELLS == ["share0.1"]
     assert grid["against"] == ["dapo8", "ngrpo8"] and plan.regime_map.RMAP_BASELINES == ["ngrpo8"]  # dapo8 runs already
     w = type("W", (), {"method": "gspo8"})()
     assert plan.regime_map.regime_map_train_command(w) == "train-grpo --num-generations 8"

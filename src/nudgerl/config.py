@@ -187,6 +187,10 @@ def check_regime_map_methods(config: dict) -> list[str]:
     if missing:
         problems.append(f"config key 'regime_map.baselines.seeds': {missing} not in 'regime_map.seeds' "
                         f"{sorted(rmap['seeds'])} (the baselines pair with the map's runs on the same base models)")
+    missing = [s for s in extra.get("shares", []) if s not in rmap["shares"]]
+    if missing:
+        problems.append(f"config key 'regime_map.baselines.shares': {missing} not in 'regime_map.shares' "
+                        f"{rmap['shares']} (the baselines pair with the map's runs in the same cells)")
     axis = rmap.get("accuracy")
     if axis:
         if axis["share"] not in rmap["shares"]:

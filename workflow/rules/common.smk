@@ -89,6 +89,7 @@ regime_map_curve_section = PLAN.regime_map.regime_map_curve_section
 regime_map_grid_section = PLAN.regime_map.regime_map_grid_section
 RMAP_BASELINES = PLAN.regime_map.RMAP_BASELINES
 RMAP_BASELINE_SEEDS = PLAN.regime_map.RMAP_BASELINE_SEEDS
+RMAP_BASELINE_CELLS = PLAN.regime_map.RMAP_BASELINE_CELLS
 RMAP_BASELINE_OUTPUTS = PLAN.regime_map.RMAP_BASELINE_OUTPUTS
 regime_map_baselines_grid_section = PLAN.regime_map.regime_map_baselines_grid_section
 regime_map_root = PLAN.regime_map.regime_map_root

@@ -149,12 +149,12 @@ if TASK == "organism" and RMAP:
     if RMAP_BASELINE_OUTPUTS:
 
         rule regime_map_baselines:
-            """The field's exploration fixes in every cell of the map, beside the map's methods on
-            the same base models: final hard pass@1 against rollout tokens, NudgeRL paired against each."""
+            """The field's exploration fixes in cells of the map, beside the map's methods on the
+            same base models: final hard pass@1 against rollout tokens, NudgeRL paired against each."""
             input:
-                diagnoses=expand(f"{RMAP_CELL}/diagnostics/seed{{seed}}.json", cell=RMAP_CELLS,
+                diagnoses=expand(f"{RMAP_CELL}/diagnostics/seed{{seed}}.json", cell=RMAP_BASELINE_CELLS,
                                  seed=RMAP_BASELINE_SEEDS),
-                curves=expand(f"{RMAP_CELL}/curves/{{method}}/seed{{seed}}.jsonl", cell=RMAP_CELLS,
+                curves=expand(f"{RMAP_CELL}/curves/{{method}}/seed{{seed}}.jsonl", cell=RMAP_BASELINE_CELLS,
                               method=[*RMAP["methods"], *RMAP_BASELINES], seed=RMAP_BASELINE_SEEDS),
             output:
                 csv=report(f"{RESULTS}/tables/regime_map_baselines.csv", caption="../report/regime_map_baselines.rst",

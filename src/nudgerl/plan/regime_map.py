@@ -21,6 +21,7 @@ class PlanRegimeMap:
         self.RMAP = config.get("regime_map") if paths.TASK == "organism" else None
         self.RMAP_DIR = self.RMAP_CELL = self.RMAP_CELLS = self.RMAP_GRID = None  # set below with a map
         self.RMAP_BASELINES, self.RMAP_BASELINE_SEEDS, self.RMAP_BASELINE_GRID = [], [], None
+        self.RMAP_BASELINE_CELLS = []  # the cells the baselines train in
         self.RMAP_BASELINE_OUTPUTS = []  # the sub-grid's table and figure (regime_map_baselines)
         self.RMAP_ACCURACY_CELLS, self.RMAP_ACCURACY_SEEDS, self.RMAP_ACCURACY_GRID = [], [], None
         self.RMAP_ACCURACY_OUTPUTS = []  # the second axis' table and figure (regime_map_accuracy)
@@ -40,7 +41,10 @@ class PlanRegimeMap:
             extra = self.RMAP.get("baselines") or {}
             self.RMAP_BASELINES = [m for m in extra.get("methods", []) if m not in self.RMAP["methods"]]
             self.RMAP_BASELINE_SEEDS = list(extra.get("seeds", []))
-            self.RMAP_BASELINE_GRID = {**self.RMAP_GRID, "methods": [*self.RMAP["methods"], *self.RMAP_BASELINES],
+            baseline_shares = list(extra.get("shares", self.RMAP["shares"]))
+            self.RMAP_BASELINE_CELLS = [cell_tag(s) for s in baseline_shares]
+            self.RMAP_BASELINE_GRID = {**self.RMAP_GRID, "shares": baseline_shares,
+                                       "methods": [*self.RMAP["methods"], *self.RMAP_BASELINES],
                                        "seeds": self.RMAP_BASELINE_SEEDS, "against": list(extra.get("methods", []))}
             if extra:
                 self.RMAP_BASELINE_OUTPUTS = self._outputs("regime_map_baselines")
