@@ -35,7 +35,7 @@ class PlanRegimeMap:
             self.RMAP_GRID = {**{k: self.RMAP[k] for k in ("shares", "methods", "seeds", "reached", "every", "samples")},
                               "reference": methods.NUDGE_MAIN,
                               "against": [m for m in self.RMAP["methods"] if m != methods.NUDGE_MAIN]}
-            # The baselines' sub-grid: every cell, fewer replicates; on those the map's own methods
+            # The baselines' sub-grid: the cells of `shares` (default every cell), fewer replicates; on those the map's own methods
             # are its comparison (their runs exist already), NudgeRL paired against each baseline.
             # RMAP_BASELINES: the ones the map does not train already.
             extra = self.RMAP.get("baselines") or {}

@@ -231,7 +231,7 @@ def register(subparsers) -> None:
             ("regime-map", cmd_regime_map, "NudgeRL against GRPO over the unhinted share of the always-right strategy",
              "shares, methods, seeds, reached, samples, every, reference, against (JSON)"),
             ("regime-map-baselines", cmd_regime_map_baselines,
-             "the field's exploration fixes in every cell of the regime map, beside its methods",
+             "the field's exploration fixes in cells of the regime map, beside its methods",
              "the baselines' sub-grid: shares, methods, seeds, reached, samples, reference, against (JSON)"),
             ("regime-map-accuracy", cmd_regime_map_accuracy,
              "the map's second axis: NudgeRL against GRPO over the accuracy of an unhinted choice of the strategy",
