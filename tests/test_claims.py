@@ -116,3 +116,53 @@ def test_our_claim_against_the_fields_fixes_where_they_ran(tmp_path):
     assert list(df.worse) == ["dapo8", "passk8"] and set(df.verdict) == {"contradicted"}
     assert df.delta.iloc[0] > 0.1 > -0.1 > df.delta.iloc[1]
     assert "| 8 | NudgeRL (N=8) > every exploration fix" in render_markdown(df) and OURS in render_markdown(df)
+
+
+def _write_diagnosis(path, share):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"summary": {"rare_strategy_share_unhinted": share}}))
+
+
+def test_claims_in_two_regimes_each_on_its_own_runs(tmp_path):
+    """`nudgerl claims --regime ... --cell ...` (the study): one row per claim and regime, each
+    judged on that regime's runs only, labelled with what its base models measured; a claim whose
+    runs a regime does not train is 'not run' there, not borrowed from the other."""
+    import subprocess
+
+    import pandas as pd
+
+    rare, common = tmp_path / "rare", tmp_path / "common"
+    base = np.random.default_rng(2).uniform(0.2, 0.6, size=40)
+    for s in (0, 1, 2):
+        _write_eval(rare / "eval", "nudgerl8", s, np.clip(base + 0.3, 0, 1))  # rare: NudgeRL ahead
+        _write_eval(rare / "eval", "grpo32", s, base)
+        _write_eval(common / "eval", "nudgerl8", s, base)  # common: GRPO-32 ahead
+        _write_eval(common / "eval", "grpo32", s, np.clip(base + 0.3, 0, 1))
+        for root in (rare, common):
+            _write_run(root / "runs", "nudgerl8", s, 1000.0)
+            _write_run(root / "runs", "grpo32", s, 4000.0)
+        _write_diagnosis(common / "diagnostics" / f"seed{s}.json", [0.021, 0.03, 0.043][s])
+    (tmp_path / "base_models.csv").write_text("seed,rare_strategy_share_unhinted\n0,0.001\n1,0.004\n2,0.012\n")
+    roles = {"nudgerl": "nudgerl8", "nudgerl_n": 8, "grpo": {"32": "grpo32"}, "pope": None, "seeds": [0, 1, 2]}
+    cell = {"regime": "common (map)", "eval_root": str(common / "eval"), "runs_root": str(common / "runs"),
+            "roles": roles, "diagnoses": [str(common / "diagnostics" / f"seed{s}.json") for s in (0, 1, 2)]}
+    args = ["nudgerl", "claims", "--eval-root", str(rare / "eval"), "--runs-root", str(rare / "runs"),
+            "--roles", json.dumps(roles), "--benchmarks", *BENCHES, "--bootstrap-samples", "300",
+            "--regime", "rare (matrix)", "--regime-diagnoses", str(tmp_path / "base_models.csv"),
+            "--cell", json.dumps(cell), "--out-prefix", str(tmp_path / "claims")]
+    subprocess.run(args, check=True, capture_output=True, text=True)
+    df = pd.read_csv(tmp_path / "claims.csv")
+    one = df[df.claim == 1].set_index("regime").verdict
+    assert one.to_dict() == {"rare (matrix): unhinted share 0.1-1.2 % (3 base models)": "supported",
+                             "common (map): unhinted share 2.1-4.3 % (3 base models)": "contradicted"}
+    assert set(df[df.claim == 3].verdict) == {"not run"} and len(df[df.claim == 3]) == 2
+    md = (tmp_path / "claims.md").read_text()
+    rows = [line for line in md.splitlines() if line.startswith("| 1 |")]
+    assert len(rows) == 2 and "rare (matrix)" in rows[0] and "common (map)" in rows[1]
+    assert "| # | regime | claim |" in md
+
+    # a cell without its runs' folders named: a clear error, nothing written
+    bad = subprocess.run([*args[:-4], "--cell", json.dumps({k: v for k, v in cell.items() if k != "runs_root"}),
+                          "--out-prefix", str(tmp_path / "bad")], capture_output=True, text=True)
+    assert bad.returncode != 0 and "--cell number 1 has no key 'runs_root'" in bad.stderr
+    assert not (tmp_path / "bad.csv").exists()

@@ -97,3 +97,14 @@ def test_a_claim_on_one_replicate_counts_that_replicates_runs_only(runs, tmp_pat
     row4 = next(line for line in render(runs, str(tmp_path / "p.md")).splitlines() if line.startswith("| 4 |"))
     # nudgerl8_pdrop0.75 has no exploration record: its comparison carries no count
     assert "+5.0 [+4.0, +6.0], found 1 of 1 vs 0 of 1 (p = 1); +2.0 [+1.0, +3.0] (1 replicate)" in row4
+
+
+def test_a_run_judged_in_several_regimes_is_not_laid_out_again(runs, tmp_path):
+    """The study's claims table has a regime column already: one column per run would mix its
+    regimes' verdicts in one cell, so the page refuses it, naming the file."""
+    claims = Path(runs[1]) / "tables" / "claims.csv"
+    table = pd.read_csv(claims)
+    table.insert(1, "regime", "rare")
+    table.to_csv(claims, index=False)
+    with pytest.raises(ValueError, match=r"embedded/tables/claims.csv: judged in several regimes"):
+        render(runs, str(tmp_path / "page.md"))

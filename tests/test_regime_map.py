@@ -114,6 +114,18 @@ def test_ci_sized_study_with_its_map_end_to_end(smoke_run_copy):
     assert works.works.tolist() == [bool((cell["final_hard_pass@1"] > cell["base_hard_pass@1"]).all())]
     assert "RL works at all" in (res / "tables" / "rl_works.md").read_text()
     assert (res / "tables" / "seed_set_agreement.csv.provenance.json").exists()
+    # the claims judged again in the common cell, on its runs evaluated on the benchmarks: the
+    # matrix's regime and the cell's, each row labelled with what its base models measured
+    claims = pd.read_csv(res / "tables" / "claims.csv")
+    regimes = list(dict.fromkeys(claims.regime))
+    assert len(regimes) == 2 and regimes[0].startswith("rare (the study's matrix): unhinted share")
+    assert regimes[1].startswith("common (regime map, SFT share 30 %): unhinted share")
+    ours = claims[(claims.claim == 8) & (claims.regime == regimes[1])]
+    assert ours.worse.tolist() == ["ngrpo8"] and ours.verdict.iloc[0] in {"supported", "inconclusive", "contradicted"}
+    assert (res / "regime_map" / "share0.3" / "eval" / "ngrpo8" / "seed0" / "summary.json").exists()
+    assert "| # | regime | claim |" in (res / "tables" / "claims.md").read_text()
+    table = pd.read_csv(res / "tables" / "baselines_share0.3.csv")
+    assert {"ngrpo8", "nudgerl2"} <= set(table.method)
 
 
 def test_the_baselines_sub_grid_pairs_nudgerl_with_each_on_the_same_base_models(tmp_path):

@@ -325,3 +325,25 @@ def test_sections_a_rule_passes_as_json():
     # the second axis' cells: the same mixture, and the accuracy of the unhinted always-right traces
     accuracy_cell = yaml.safe_load(plan.regime_map.regime_map_base_section(SimpleNamespace(cell=f"share{share:g}_accuracy0.2")))
     assert accuracy_cell == {**plan.regime_map.regime_map_base_config(float(share)), "unhinted_rare_accuracy": 0.2}
+
+
+def test_study_judges_the_claims_again_in_the_maps_common_cell():
+    """The study evaluates the common cell's runs on the benchmarks and judges there the claims its
+    runs allow (1 and 8); the default has no second regime and its claims command is unchanged."""
+    assert WorkflowPlan(_config()).study.study_claim_args() == ""
+    plan = WorkflowPlan(_config("study.yaml")).study
+    assert plan.STUDY_CLAIM_CELLS == ["share0.03"]
+    roles = plan.study_cell_roles("share0.03")
+    assert roles["grpo"] == {"8": "grpo8", "32": "grpo32"} and roles["pope"] is None
+    assert roles["seeds"] == list(range(8)) and roles["baseline_seeds"] == [0, 1, 2]
+    assert "ngrpo8" in roles["baselines"] and "grpo8" not in roles["baselines"]
+    runs = plan.study_cell_runs("share0.03")
+    assert runs["nudgerl8"] == list(range(8)) and runs["grpo32"] == list(range(8)) and runs["dapo8"] == [0, 1, 2]
+    assert runs["grpo8"] == [0, 1, 2]  # the fixes' table's reference, not a claim's
+    inputs = plan.study_claim_inputs()
+    assert "results/study/diagnostics/base_models.csv" in inputs
+    assert "results/study/regime_map/share0.03/diagnostics/seed7.json" in inputs
+    assert "results/study/regime_map/share0.03/eval/grpo32/seed7/summary.json" in inputs
+    args = plan.study_claim_args()
+    assert args.startswith("--regime 'rare (the study") and "common (regime map, SFT share 3 %)" in args
+    assert plan.study_cell_baseline_tables()[0] == "results/study/tables/baselines_share0.03.csv"

@@ -106,6 +106,12 @@ STUDY_SEED_SET_ARGS = PLAN.study.STUDY_SEED_SET_ARGS
 STUDY_COMMON_SHARES = PLAN.study.STUDY_COMMON_SHARES
 STUDY_RL_WORKS_METHOD = PLAN.study.STUDY_RL_WORKS_METHOD
 study_tables = PLAN.study.study_tables
+STUDY_CLAIM_CELLS = PLAN.study.STUDY_CLAIM_CELLS  # the map's common cells where the claims are judged again
+STUDY_CLAIM_ARGS = PLAN.study.study_claim_args()  # `claims --regime ... --cell ...`; "" outside the study
+study_claim_inputs = PLAN.study.study_claim_inputs
+study_cell_evals = PLAN.study.study_cell_evals
+study_cell_table_methods = PLAN.study.study_cell_table_methods
+study_cell_table_reference = PLAN.study.study_cell_table_reference
 
 # ---- what a rule's input, params and resources functions return ---------------------------
 section = PLAN.arguments.section

@@ -182,10 +182,12 @@ if BASELINES:
 
 
 rule claims:
-    """The paper's seven claims beside ours (paired intervals over problems and replicates, a verdict each)."""
+    """The paper's seven claims beside ours (paired intervals over problems and replicates, a verdict each);
+    in the study also in the regime map's common cells, each regime judged on its own runs."""
     input:
         evals=claim_evals(),
         metrics=claim_metrics(),
+        regimes=study_claim_inputs(),  # [] outside the study
     output:
         csv=f"{RESULTS}/tables/claims.csv",
         md=f"{RESULTS}/tables/claims.md",
@@ -198,6 +200,7 @@ rule claims:
         prefix=table_prefix,
         eval_root=eval_root,
         runs_root=runs_root,
+        regimes=STUDY_CLAIM_ARGS,
     conda:
         "../envs/nudgerl.yaml"
     log:
@@ -206,7 +209,8 @@ rule claims:
         f"{RESULTS}/benchmarks/claims.tsv"
     shell:
         "nudgerl claims --eval-root {params.eval_root} --runs-root {params.runs_root} --roles {params.roles:q} "
-        "--benchmarks {params.benchmarks} --bootstrap-samples {params.n_boot} --out-prefix {params.prefix} > {log} 2>&1"
+        "--benchmarks {params.benchmarks} --bootstrap-samples {params.n_boot} {params.regimes} "
+        "--out-prefix {params.prefix} > {log} 2>&1"
 
 
 rule ablation_table:

@@ -36,7 +36,7 @@ class WorkflowPlan:
         self.paths = PlanPaths(config)
         self.methods = PlanMethods(config, self.paths)
         self.regime_map = PlanRegimeMap(config, self.paths, self.methods)
-        self.study = PlanStudy(config, self.paths)
+        self.study = PlanStudy(config, self.paths, self.methods, self.regime_map)
         self.resources = PlanResources(config)
         self.arguments = PlanArguments(config, self.methods)
 

@@ -35,6 +35,35 @@ class Claim:
 # The paper column of a claim that is ours, not the paper's.
 OURS = "not the paper's (ours)"
 
+# A base model's measured unhinted share of the always-right strategy (the regime gate's figure).
+SHARE = "rare_strategy_share_unhinted"
+
+
+def measured_shares(paths) -> list[float]:
+    """The measured unhinted share of each base model, from a run's ``diagnostics/base_models.csv``
+    (one row per replicate) or from diagnosis JSONs (``summary``; the regime map's cells)."""
+    shares = []
+    for path in map(Path, paths):
+        if not path.is_file():
+            what = "base-model table" if path.suffix == ".csv" else "base-model diagnosis"
+            raise FileNotFoundError(f"{path}: no {what} (run the configuration to its end first)")
+        if path.suffix == ".csv":
+            models = pd.read_csv(path)
+            if SHARE not in models.columns or models[SHARE].isna().all():
+                raise ValueError(f"{path}: no column {SHARE!r} with values")
+            shares += [float(v) for v in models[SHARE].dropna()]
+        else:
+            summary = json.loads(path.read_text()).get("summary") or {}
+            if summary.get(SHARE) is None:
+                raise ValueError(f"{path}: no summary.{SHARE}")
+            shares.append(float(summary[SHARE]))
+    return shares
+
+
+def share_range(shares: list[float]) -> str:
+    """'unhinted share 0.1-1.0 % (5 base models)': lowest to highest over the replicates."""
+    return f"unhinted share {100 * min(shares):.1f}-{100 * max(shares):.1f} % ({len(shares)} base models)"
+
 
 def _by_value(pairs, value):
     return next((m for v, m in pairs if abs(float(v) - value) < 1e-9), None)
@@ -104,12 +133,14 @@ def rollout_tokens(runs_root, method: str, seeds) -> float:
     return float(np.mean(total))
 
 
-def evaluate_claims(claims: list[Claim], eval_root, runs_root, benchmarks, n_boot: int = 2000) -> pd.DataFrame:
-    """One row per comparison of every claim (a claim with a missing method: one row, 'not run')."""
+def evaluate_claims(claims: list[Claim], eval_root, runs_root, benchmarks, n_boot: int = 2000,
+                    regime: str | None = None) -> pd.DataFrame:
+    """One row per comparison of every claim (a claim with a missing method: one row, 'not run');
+    with ``regime``, every row says which regime's runs it judged (column ``regime``)."""
     rows = []
     for c in claims:
-        base = {"claim": c.number, "text": c.text, "paper": c.paper, "replicates": len(c.seeds),
-                "seeds": " ".join(map(str, c.seeds))}
+        base = {"claim": c.number, **({"regime": regime} if regime else {}), "text": c.text, "paper": c.paper,
+                "replicates": len(c.seeds), "seeds": " ".join(map(str, c.seeds))}
         if c.missing:
             rows.append({**base, "verdict": "not run", "note": "not in this DAG: " + ", ".join(c.missing)})
             continue
@@ -129,6 +160,9 @@ def evaluate_claims(claims: list[Claim], eval_root, runs_root, benchmarks, n_boo
 
 
 def render_markdown(df: pd.DataFrame, samples: int | None = None) -> str:
+    """The claims table; with a ``regime`` column, one row per claim and regime, the regimes of a
+    claim next to each other (each judged on its own runs only)."""
+    regimes = list(dict.fromkeys(df["regime"])) if "regime" in df.columns else [None]
     lines = [
         "**The paper's claims beside ours. Ours: paired difference of Avg pass@1 (percentage points, claimed "
         "better minus claimed worse) with a 95 % bootstrap interval over problems and replicates"
@@ -140,10 +174,17 @@ def render_markdown(df: pd.DataFrame, samples: int | None = None) -> str:
            "on another machine or seed." if (df["replicates"] == 1).any() else "")
         + "**",
         "",
-        "| # | claim | paper (Qwen3-4B) | ours | replicates | verdict |",
-        "|---|---|---|---|---|---|",
+        *(["Each claim is judged once per regime, on that regime's runs only (the regime: what its base models "
+           "measured, the unhinted share of the always-right strategy on the hard problems).", ""]
+          if regimes != [None] else []),
+        "| # | " + ("regime | " if regimes != [None] else "") + "claim | paper (Qwen3-4B) | ours | replicates | verdict |",
+        "|---|" + ("---|" if regimes != [None] else "") + "---|---|---|---|---|",
     ]
-    for number, group in df.groupby("claim", sort=True):
+    groups = [(number, regime, group[group["regime"] == regime] if regime is not None else group)
+              for number, group in df.groupby("claim", sort=True) for regime in regimes]
+    for number, regime, group in groups:
+        if group.empty:
+            continue
         first = group.iloc[0]
         if first["verdict"] == "not run":
             ours = first["note"]
@@ -153,6 +194,7 @@ def render_markdown(df: pd.DataFrame, samples: int | None = None) -> str:
             if isinstance(first.get("note"), str):
                 parts.append(first["note"])
             ours = "; ".join(parts)
-        lines.append(f"| {number} | {first['text']} | {first['paper']} | {ours} | {first['replicates']} "
+        regime_cell = f"{regime} | " if regime is not None else ""
+        lines.append(f"| {number} | {regime_cell}{first['text']} | {first['paper']} | {ours} | {first['replicates']} "
                      f"(seeds {first['seeds']}) | **{first['verdict']}** |")
     return "\n".join(lines) + "\n"

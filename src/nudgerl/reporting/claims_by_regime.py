@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pandas as pd
 
-SHARE = "rare_strategy_share_unhinted"
 RL_WORKS_METHOD = "grpo8"  # the matrix's reference run: does plain RL learn at all on these base models?
 
 
@@ -28,11 +27,9 @@ def _read_csv(path: Path, what: str) -> pd.DataFrame:
 
 def regime_of(run: Path) -> str:
     """'unhinted share 0.1-1.0 % (5 base models)': the measured range of the run's base models."""
-    models = _read_csv(run / "diagnostics" / "base_models.csv", "base-model table")
-    if SHARE not in models.columns or models[SHARE].isna().all():
-        raise ValueError(f"{run / 'diagnostics' / 'base_models.csv'}: no column {SHARE!r} with values")
-    lo, hi = 100 * models[SHARE].min(), 100 * models[SHARE].max()
-    return f"unhinted share {lo:.1f}-{hi:.1f} % ({len(models)} base models)"
+    from nudgerl.reporting.claims import measured_shares, share_range
+
+    return share_range(measured_shares([run / "diagnostics" / "base_models.csv"]))
 
 
 def rl_works(run: Path, method: str = RL_WORKS_METHOD) -> str:
@@ -86,6 +83,10 @@ def _cell(group: pd.DataFrame, runs: dict[tuple[str, int], bool]) -> str:
 def render(runs: list[str], out: str) -> str:
     """The page comparing the claims of ``runs`` (run folders), as it will stand at ``out``."""
     tables = {r: _read_csv(Path(r) / "tables" / "claims.csv", "claims table") for r in runs}
+    for r, table in tables.items():
+        if "regime" in table.columns:
+            raise ValueError(f"{Path(r) / 'tables' / 'claims.csv'}: judged in several regimes already (column "
+                             "'regime'); its own tables/claims.md lays them side by side")
     regimes = {r: regime_of(Path(r)) for r in runs}
     found = {r: exploration_runs(Path(r)) for r in runs}
     command = shlex.join(["nudgerl", "claims-by-regime", "--results", *runs, "--out", out])

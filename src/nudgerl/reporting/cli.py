@@ -89,23 +89,43 @@ def cmd_exploration_table(args) -> None:
 
 
 def cmd_claims(args) -> None:
-    from nudgerl.reporting.claims import build_claims, evaluate_claims, render_markdown
+    import pandas as pd
+
+    from nudgerl.reporting.claims import build_claims, evaluate_claims, measured_shares, render_markdown, share_range
     from nudgerl.io import atomic_write_text, write_provenance
 
-    claims = build_claims(args.roles)
-    df = evaluate_claims(claims, args.eval_root, args.runs_root, args.benchmarks, n_boot=args.bootstrap_samples)
+    # The run's own matrix, then each --cell (a regime map cell judged on its own runs).
+    regimes = [{"regime": args.regime, "eval_root": args.eval_root, "runs_root": args.runs_root,
+                "roles": args.roles, "diagnoses": args.regime_diagnoses or []}, *(args.cell or [])]
+    for i, spec in enumerate(regimes[1:], 1):
+        missing = [k for k in ("regime", "eval_root", "runs_root", "roles", "diagnoses") if k not in spec]
+        if missing:
+            raise SystemExit(f"nudgerl claims: error: --cell number {i} has no key {', '.join(map(repr, missing))}")
+    if len(regimes) > 1 and not args.regime:
+        raise SystemExit("nudgerl claims: error: --cell needs --regime (the name of the run's own matrix's regime)")
+    frames, records, methods = [], [], set()
+    for spec in regimes:
+        label = None
+        if spec["regime"]:
+            label = spec["regime"] + (f": {share_range(measured_shares(spec['diagnoses']))}" if spec["diagnoses"] else "")
+        claims = build_claims(spec["roles"])
+        frames.append(evaluate_claims(claims, spec["eval_root"], spec["runs_root"], args.benchmarks,
+                                      n_boot=args.bootstrap_samples, regime=label))
+        methods |= {m for c in claims for pair in c.comparisons for m in pair}
+        records += [p for c in claims for pair in c.comparisons for p in _problem_records_of(
+            spec["eval_root"], pair, c.seeds, args.benchmarks)]
+        records += [Path(spec["runs_root"]) / m / f"seed{s}" / "metrics.jsonl" for c in claims[:1]
+                    for pair in c.comparisons for m in pair for s in c.seeds]
+        records += list(spec["diagnoses"])
+    df = pd.concat(frames, ignore_index=True)
     csv, md = Path(args.out_prefix + ".csv"), Path(args.out_prefix + ".md")
     atomic_write_text(csv, df.to_csv(index=False))
     atomic_write_text(md, render_markdown(df, _samples_per_problem(args.eval_root, args.roles["nudgerl"],
                                                                     args.roles["seeds"][0])))
-    methods = sorted({m for c in claims for pair in c.comparisons for m in pair})
-    records = [p for c in claims for pair in c.comparisons for p in _problem_records_of(
-        args.eval_root, pair, c.seeds, args.benchmarks)]
-    records += [Path(args.runs_root) / m / f"seed{s}" / "metrics.jsonl" for c in claims[:1] for pair in c.comparisons
-                for m in pair for s in c.seeds]
     html = _markdown_page(md, "The paper's claims beside ours")
-    write_provenance(csv, {"roles": args.roles, "methods": methods}, {"runs": args.roles["seeds"]},
-                     sorted(set(records)), outputs=[md, html])
+    write_provenance(csv, {"roles": args.roles, "methods": sorted(methods),
+                           **({"regime": args.regime, "cells": args.cell} if args.cell else {})},
+                     {"runs": args.roles["seeds"]}, sorted(set(map(Path, records))), outputs=[md, html])
     print(md.read_text())
 
 
@@ -316,6 +336,12 @@ def register(subparsers) -> None:
     p.add_argument("--roles", type=json_arg, required=True, help="method ids of each role (nudgerl.reporting.claims)")
     p.add_argument("--benchmarks", nargs="+", required=True)
     p.add_argument("--bootstrap-samples", type=int, default=2000)
+    p.add_argument("--regime", help="the regime of the run's own matrix (e.g. rare); with it every row names its regime")
+    p.add_argument("--regime-diagnoses", nargs="+", metavar="PATH",
+                   help="the matrix's base-model diagnoses (diagnostics/base_models.csv): the regime's measured share")
+    p.add_argument("--cell", type=json_arg, action="append",
+                   help="another regime judged on its own runs, as JSON: regime, eval_root, runs_root, roles, "
+                        "diagnoses (its base models' diagnosis JSONs); repeatable")
     p.add_argument("--out-prefix", required=True)
 
     p = add_command(subparsers, "claims-by-regime", cmd_claims_by_regime,

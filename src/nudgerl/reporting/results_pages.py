@@ -37,6 +37,11 @@ def table_sources(run: Path) -> list[TableSource]:
     report = "(workflow/rules/report.smk)"
     ablations = [TableSource(f"Ablation: {name}", f"tables/{p.name}", f"rule `ablation_table`, ablation={name} {report}")
                  for p in sorted((run / "tables").glob("ablation_*.md")) for name in [p.stem.removeprefix("ablation_")]]
+    study = "of `snakemake study` (workflow/rules/study.smk)"
+    cell_tables = [TableSource(f"The field's exploration fixes, regime map cell {cell}", f"tables/{p.name}",
+                               f"rule `regime_map_cell_baselines_table`, cell={cell} {study}")
+                   for p in sorted((run / "tables").glob("baselines_share*.md"))
+                   for cell in [p.stem.removeprefix("baselines_")]]
     tables = [TableSource("Table 1", "tables/table1.md", f"rule `table1` {report}"),
               TableSource("Table 1 per replicate", "tables/table1_replicates.md", f"rule `replicate_table` {report}"),
               TableSource("Exploration success", "tables/exploration.md", f"rule `exploration_table` {report}"),
@@ -47,10 +52,14 @@ def table_sources(run: Path) -> list[TableSource]:
                           "rule `base_model_table` (workflow/rules/base.smk)"),
               TableSource("Regime map", "tables/regime_map.md", "rule `regime_map_figure` of `snakemake regime_map "
                           "--cores 2` (workflow/rules/regime_map.smk)"),
+              TableSource("Regime map: the field's exploration fixes in its cells", "tables/regime_map_baselines.md",
+                          "rule `regime_map_baselines` (workflow/rules/regime_map.smk)"),
+              TableSource("Regime map: the second axis (accuracy after an unhinted choice)",
+                          "tables/regime_map_accuracy.md", "rule `regime_map_accuracy` (workflow/rules/regime_map.smk)"),
+              *cell_tables,
               TableSource("Exploration success on two seed sets", "tables/seed_set_agreement.md",
-                          "rule `seed_set_agreement` of `snakemake study` (workflow/rules/study.smk)"),
-              TableSource("RL works in the common regime", "tables/rl_works.md",
-                          "rule `rl_works` of `snakemake study` (workflow/rules/study.smk)")]
+                          f"rule `seed_set_agreement` {study}"),
+              TableSource("RL works in the common regime", "tables/rl_works.md", f"rule `rl_works` {study}")]
     return [t for t in tables if (run / t.rel).is_file()]
 
 
