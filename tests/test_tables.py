@@ -91,3 +91,12 @@ def test_paired_test_p_value_matches_exact_enumeration():
     assert res["ci_low"] <= res["delta"] <= res["ci_high"]
     with pytest.raises(ValueError, match="same problems"):
         paired_permutation_test(a, b[:3])
+
+
+def test_a_dotted_prefix_keeps_its_dot(tmp_path):
+    """A cell's table is named by its share ("baselines_share0.3"): the prefix is not a file name,
+    so its ".3" stays and each format is the prefix plus its extension."""
+    _write(tmp_path, "base", 0, "aime24", [0, 4])
+    paths = write_table(tmp_path, ["base"], ["aime24"], [0], tmp_path / "baselines_share0.3", "Fixes", n_boot=50)
+    assert [p.name for p in paths] == [f"baselines_share0.3.{ext}" for ext in ("csv", "md", "tex", "html")]
+    assert all(p.exists() for p in paths) and not (tmp_path / "baselines_share0.csv").exists()

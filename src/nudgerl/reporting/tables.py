@@ -214,8 +214,8 @@ def write_table(eval_root, methods, benchmarks, seeds, out_prefix, title, n_boot
     md, tex = render(df, methods, benchmarks, seeds, samples, title=title, labels=labels, reference=reference,
                      exploration=exploration)
     df.insert(1, "label", [labels[methods.index(m)] for m in df.method])
-    out = Path(out_prefix)
-    paths = [out.with_suffix(".csv"), out.with_suffix(".md"), out.with_suffix(".tex"), out.with_suffix(".html")]
+    # a prefix, not a file name: "baselines_share0.3" keeps its ".3" (Path.with_suffix would drop it)
+    paths = [Path(f"{out_prefix}{ext}") for ext in (".csv", ".md", ".tex", ".html")]
     atomic_write_text(paths[0], df.to_csv(index=False))
     atomic_write_text(paths[1], md)
     atomic_write_text(paths[2], tex)
