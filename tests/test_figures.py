@@ -234,3 +234,27 @@ def test_case_problem_pick():
     rates = {"grpo8": {"a": 0.5, "b": 0.0, "c": 0.0}, "nudgerl8": {"a": 1.0, "b": 0.75, "c": 0.75}}
     assert pick_case_problem(rates, {"b", "c"}, ["grpo8", "nudgerl8"]) == "b"  # hard only; ties: smallest id
     assert pick_case_problem(rates, set(), ["grpo8", "nudgerl8"]) == "b"
+
+
+def test_regime_map_share_axis_labels_percent_without_minor_labels():
+    """A map spanning about one decade (0.3 % to 3 %): matplotlib's default labels every minor
+    tick there, and the labels ran into each other; the axis reads 0.2 %, 0.5 %, 1 %, 2 %."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import pandas as pd
+
+    from nudgerl.reporting import figures
+
+    runs = pd.DataFrame([{"method": m, "share_set": s, "share_measured": s * f, "seed": i,
+                          "final_hard_pass@1": 0.5, "tokens_to_reach": 2e4, "rollout_tokens": 5e4, "reached": True}
+                         for m in ("grpo8", "nudgerl8") for s in (0.003, 0.01, 0.03) for i, f in enumerate((0.6, 1.2))])
+    cells = pd.DataFrame([{"method": m, "kind": "pass@1", "share_set": s, "mean": 0.5, "ci_low": 0.4, "ci_high": 0.6}
+                          for m in ("grpo8", "nudgerl8") for s in (0.003, 0.01, 0.03)])
+    fig, _ = figures.regime_map(runs, cells, reached=0.5, samples=4)
+    fig.canvas.draw()
+    for ax in fig.axes[:2]:
+        major = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+        minor = [t.get_text() for t in ax.get_xticklabels(minor=True) if t.get_text()]
+        assert major and all(label.endswith(" %") for label in major), major
+        assert "1 %" in major and not minor, (major, minor)

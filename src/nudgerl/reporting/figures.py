@@ -348,9 +348,16 @@ def regime_map(runs, cells, reached: float, samples: int):
                          "rollout_tokens"]].to_dict(orient="records"),
             "cells": {"x": per_share.values.tolist(), "y": cm["mean"].tolist(), "ci_low": cm.ci_low.tolist(),
                       "ci_high": cm.ci_high.tolist()}})
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
     for a in (ax, ax2):
         a.set_xscale("log")
-        a.set_xlabel("measured unhinted share of the always-right strategy")
+        # labels at 1-2-5 in percent, minor ticks unlabelled: matplotlib's default labels every
+        # minor tick of a map spanning about one decade, and they run into each other
+        a.xaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
+        a.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{100 * v:g} %"))
+        a.xaxis.set_minor_formatter(NullFormatter())
+        a.set_xlabel("unhinted share of the right strategy (measured)")
         a.grid(alpha=0.3)
     ax.set_ylabel("final hint-free pass@1, hard problems")
     ax.set_ylim(-0.02, 1.02)
