@@ -166,3 +166,10 @@ def test_claims_in_two_regimes_each_on_its_own_runs(tmp_path):
                           "--out-prefix", str(tmp_path / "bad")], capture_output=True, text=True)
     assert bad.returncode != 0 and "--cell number 1 has no key 'runs_root'" in bad.stderr
     assert not (tmp_path / "bad.csv").exists()
+
+
+def test_share_range_counts_base_models_in_words():
+    from nudgerl.reporting.claims import share_range
+
+    assert share_range([0.012]) == "unhinted share 1.2-1.2 % (1 base model)"
+    assert share_range([0.001, 0.009]) == "unhinted share 0.1-0.9 % (2 base models)"

@@ -62,7 +62,8 @@ def measured_shares(paths) -> list[float]:
 
 def share_range(shares: list[float]) -> str:
     """'unhinted share 0.1-1.0 % (5 base models)': lowest to highest over the replicates."""
-    return f"unhinted share {100 * min(shares):.1f}-{100 * max(shares):.1f} % ({len(shares)} base models)"
+    n = len(shares)
+    return f"unhinted share {100 * min(shares):.1f}-{100 * max(shares):.1f} % ({n} base model{'' if n == 1 else 's'})"
 
 
 def _by_value(pairs, value):
