@@ -108,6 +108,7 @@ def test_ci_sized_study_with_its_map_end_to_end(smoke_run_copy):
     for r in agreement.itertuples():
         found = {int(x.seed): bool(x.run_found) for x in explored[explored.method == r.method].itertuples()}
         assert (r.found_a, r.replicates_a, r.found_b, r.replicates_b) == (int(found[0]), 1, int(found[1]), 1)
+        assert r.agree and r.test == "Boschloo exact"  # 1 against 1 replicate can never disagree
     works = pd.read_csv(res / "tables" / "rl_works.csv")
     cell = runs[(runs.method == "grpo2") & (runs.share_set == 0.3)]
     assert works.share_set.tolist() == [0.3] and works.replicates.tolist() == [1]
@@ -121,7 +122,9 @@ def test_ci_sized_study_with_its_map_end_to_end(smoke_run_copy):
     assert len(regimes) == 2 and regimes[0].startswith("rare (the study's matrix): unhinted share")
     assert regimes[1].startswith("common (regime map, SFT share 30 %): unhinted share")
     ours = claims[(claims.claim == 8) & (claims.regime == regimes[1])]
-    assert ours.worse.tolist() == ["ngrpo8"] and ours.verdict.iloc[0] in {"supported", "inconclusive", "contradicted"}
+    # one replicate a cell: below the rule's minimum, no verdict in either regime
+    assert ours.worse.tolist() == ["ngrpo8"] and ours.verdict.iloc[0] == f"descriptive (n = {ours.replicates.iloc[0]})"
+    assert claims.verdict.str.startswith("descriptive (n = ").sum() + (claims.verdict == "not run").sum() == len(claims)
     assert (res / "regime_map" / "share0.3" / "eval" / "ngrpo8" / "seed0" / "summary.json").exists()
     assert "| # | regime | claim |" in (res / "tables" / "claims.md").read_text()
     table = pd.read_csv(res / "tables" / "baselines_share0.3.csv")
@@ -130,22 +133,25 @@ def test_ci_sized_study_with_its_map_end_to_end(smoke_run_copy):
 
 def test_the_baselines_sub_grid_pairs_nudgerl_with_each_on_the_same_base_models(tmp_path):
     """regime-map-baselines on hand-made curves: per cell, NudgeRL is paired with each baseline on
-    the same problems and replicates, and 'beats every baseline' takes the claims' rule."""
+    the same problems and replicates, and 'beats every baseline' takes the claims' rule over replicates
+    (six: the fewest that can carry a verdict; with two, every cell is descriptive)."""
     from nudgerl.io import write_jsonl
     from nudgerl.reporting.regime_map import beats_every_baseline, cell_table, render_baselines_markdown, run_table
 
-    finals = {"nudgerl8": [4, 4, 4, 4], "dapo8": [0, 0, 1, 0], "ngrpo8": [4, 4, 4, 3]}
+    finals = {"nudgerl8": [4, 4, 4, 4], "dapo8": [0, 0, 1, 0], "ngrpo8": [4, 4, 4, 4]}
+    seeds = list(range(6))
     for share in ("0.01", "0.1"):
         cell = tmp_path / f"share{share}"
-        for seed in (0, 1):
+        for seed in seeds:
             (cell / "diagnostics").mkdir(parents=True, exist_ok=True)
             (cell / "diagnostics" / f"seed{seed}.json").write_text(json.dumps(
                 {"summary": {"rare_strategy_share_unhinted": float(share)}}))
             for method, cs in finals.items():
+                cs = [4, 4, 4, 3] if method == "ngrpo8" and seed == 0 else cs  # one problem of one replicate
                 tokens = 800.0 if method == "nudgerl8" else 1000.0
                 write_jsonl(cell / "curves" / method / f"seed{seed}.jsonl",
                             [_row(0, 0.0, [0, 0, 0, 0]), _row(10, tokens, cs)])
-    args = ([0.01, 0.1], list(finals), [0, 1], 0.5)
+    args = ([0.01, 0.1], list(finals), seeds, 0.5)
     runs = run_table(tmp_path, *args)
     cells = cell_table(tmp_path, *args, reference="nudgerl8", against=["dapo8", "ngrpo8"], n_boot=200)
     # 40 pp above DAPO everywhere; a tie with NGRPO (one problem of one replicate apart)
@@ -153,8 +159,11 @@ def test_the_baselines_sub_grid_pairs_nudgerl_with_each_on_the_same_base_models(
     assert beats_every_baseline(cells, "nudgerl8", ["dapo8"]) == {0.01: "supported", 0.1: "supported"}
     md = render_baselines_markdown(runs, cells, "nudgerl8", ["dapo8", "ngrpo8"], samples=4)
     row = next(line for line in md.splitlines() if line.startswith("| 1 % | DAPO (N=8) | 6.2 ["))
-    assert row.split(" | ")[3:5] == ["1", row.split(" | ")[4]] and "+93.8" in row and "(better)" in row
-    assert "| 10 % | **inconclusive** |" in md
+    assert row.split(" | ")[3:5] == ["1", row.split(" | ")[4]] and "+93.8" in row and "better)" in row
+    assert "| 10 % | **inconclusive** |" in md and "(p = 0.016 / 1, better)" in row
+    # on two of the replicates the same cells carry no verdict
+    two = cell_table(tmp_path, [0.01, 0.1], list(finals), [0, 1], 0.5, reference="nudgerl8", against=["dapo8"], n_boot=100)
+    assert beats_every_baseline(two, "nudgerl8", ["dapo8"]) == {0.01: "descriptive (n = 2)", 0.1: "descriptive (n = 2)"}
 
 
 def test_cell_tags_name_both_axes_and_read_back():
@@ -181,7 +190,7 @@ def test_the_accuracy_axis_pairs_nudgerl_with_grpo_per_accuracy_and_shows_each_c
                           "nudgerl8": [[0, 0, 0, 0], [0, 0, 1, 0], [4, 4, 4, 4]]}}
     for accuracy, methods in runs_by_cell.items():
         cell = tmp_path / cell_tag(0.1, accuracy)
-        for seed in (0, 1):
+        for seed in range(6):
             (cell / "diagnostics").mkdir(parents=True, exist_ok=True)
             right = 97 if accuracy == 1 else 30  # after an unhinted choice, of 100 (two problems)
             (cell / "diagnostics" / f"seed{seed}.json").write_text(json.dumps({
@@ -191,16 +200,17 @@ def test_the_accuracy_axis_pairs_nudgerl_with_grpo_per_accuracy_and_shows_each_c
                 write_jsonl(cell / "curves" / method / f"seed{seed}.jsonl",
                             [_row(step, step * 100.0, cs) for step, cs in zip((0, 10, 20), curve)])
     accuracies, methods = [1.0, 0.2], ["grpo8", "nudgerl8"]
-    runs = run_table(tmp_path, [0.1], methods, [0, 1], 0.5, accuracies)
-    cells = cell_table(tmp_path, [0.1], methods, [0, 1], 0.5, "nudgerl8", ["grpo8"], n_boot=200, accuracies=accuracies)
-    checkpoints = checkpoint_table(tmp_path, 0.1, accuracies, methods, [0, 1])
+    seeds = list(range(6))
+    runs = run_table(tmp_path, [0.1], methods, seeds, 0.5, accuracies)
+    cells = cell_table(tmp_path, [0.1], methods, seeds, 0.5, "nudgerl8", ["grpo8"], n_boot=200, accuracies=accuracies)
+    checkpoints = checkpoint_table(tmp_path, 0.1, accuracies, methods, seeds)
     assert set(runs.accuracy_set) == {1.0, 0.2} and set(runs.accuracy_measured) == {0.97, 0.3}
-    assert len(checkpoints) == 2 * 2 * 2 * 3
+    assert len(checkpoints) == 2 * 2 * 6 * 3
     paired = cells[cells.kind == "paired difference"].set_index("accuracy_set")
     assert paired.loc[1.0, "verdict"] == "inconclusive" and paired.loc[0.2, "verdict"] == "supported"
     md = render_accuracy_markdown(runs, cells, checkpoints, 0.1, samples=4)
-    low = next(line for line in md.splitlines() if line.startswith("| 0.2 | 30.0, 30.0 % |"))
-    assert "(better)" in low and "+93.8" in low
+    low = next(line for line in md.splitlines() if line.startswith("| 0.2 | " + ", ".join(["30.0"] * 6) + " % |"))
+    assert "(p = 0.016 / 1, better)" in low and "+93.8" in low
     assert "| 0.2 | NudgeRL (N=8) | 0.0 | 6.2 | 100.0 | 2 |" in md
     assert "| 1 | GRPO (N=8) | 0.0 | 100.0 | 100.0 | 2 |" in md
 

@@ -115,13 +115,25 @@ def test_claims_table_has_the_papers_seven_claims_and_ours_with_verdicts(smoke_r
     res = smoke_run / RESULTS
     df = pd.read_csv(res / "tables" / "claims.csv")
     assert sorted(df.claim.unique()) == list(range(1, 9))  # 8: ours, the smoke run trains the baselines
-    assert set(df.verdict) <= {"supported", "contradicted", "inconclusive"}
+    # 2 and 1 replicates: below the rule's minimum (report.verdicts.min_replicates), no verdict
+    assert set(df[df.claim <= 3].verdict) == {"descriptive (n = 2)"}
+    assert set(df[df.claim >= 4].verdict) <= {"descriptive (n = 1)", "not run"}
     assert df.groupby("claim").verdict.nunique().eq(1).all()  # one verdict per claim
     assert set(df[df.claim <= 3].replicates) == {2} and set(df[df.claim >= 4].replicates) == {1}
+    # the A/A pair (grpo8 again, seeds + 1000) ran on both replicates: its spread stands beside claims 1-3
+    assert df[df.claim <= 3].aa_spread.notna().all() and df[df.claim <= 3].p_for.between(0, 1).all()
+    from nudgerl.io import sidecar_path
+
+    seeds = json.loads(sidecar_path(res / "runs" / "grpo8_aa" / "seed1" / "model").read_text())["seeds"]
+    assert seeds == {"train": 1001}  # the replicate's base model, RL seed moved by the pair's offset
+    assert (res / "eval" / "grpo8_aa" / "seed1" / "summary.json").exists()
     assert df[df.claim == 1].rollout_token_ratio.notna().any()
     assert len(df[df.claim == 8]) == 7 and set(df[df.claim == 8].better) == {"nudgerl2"}
     md = (res / "tables" / "claims.md").read_text()
     assert md.count("\n| ") == 9 and "0.489 vs 0.487" in md and "not the paper's (ours)" in md
+    assert "A/A:" in md and "(seeds 0 1)" in md
+    power = (res / "tables" / "power.md").read_text()
+    assert "| Table 1, claims 1-3 | 2 | no verdict |" in power
 
 
 def test_training_metrics_and_checkpoints(smoke_run):

@@ -83,7 +83,7 @@ def test_job_list(tmp_path):
     assert job_counts(out) == {
         "convert_gguf": 1, "prepare_train": 1, "prepare_benchmark": 1, "strategy_pools": 1, "oracle_solutions": 1,
         "train_grpo": 1, "train_pope": 1, "train_nudgerl": 1, "evaluate": 4, "curve_eval": 2, "training_curves": 1,
-        "table1": 1, "replicate_table": 1, "claims": 1, "training_reward": 1, "compute_matched": 1,
+        "table1": 1, "replicate_table": 1, "claims": 1, "power_table": 1, "training_reward": 1, "compute_matched": 1,
         "compute_table": 1, "audit": 1, "all": 1,
     }  # held-out curves of GRPO-8 and NudgeRL-8; no ablations, eps sweep or rank_hints
     # the arithmetic set is generated, not read: no local data directory is needed

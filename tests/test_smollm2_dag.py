@@ -31,7 +31,7 @@ def test_job_list(smol):
         "convert_gguf": 1, "prepare_train": 1, "prepare_benchmark": benches,
         "strategy_pools": 1, "oracle_solutions": 1,
         "train_grpo": len(cfg["grpo"]["group_sizes"]), "train_pope": 1, "train_nudgerl": 1,
-        "evaluate": 3 + len(cfg["grpo"]["group_sizes"]), "table1": 1, "replicate_table": 1, "claims": 1,
+        "evaluate": 3 + len(cfg["grpo"]["group_sizes"]), "table1": 1, "replicate_table": 1, "claims": 1, "power_table": 1,
         "training_reward": 1, "compute_matched": 1, "compute_table": 1, "audit": 1, "all": 1,
     }  # no ablations, no eps sweep, no rank_hints, no checkpoint curves: dropped in this config
 

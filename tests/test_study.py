@@ -11,29 +11,36 @@ def _runs(found: dict[str, list[bool]]) -> pd.DataFrame:
     return pd.DataFrame([{"method": m, "seed": s, "run_found": f} for m, fs in found.items() for s, f in enumerate(fs)])
 
 
-def test_agreement_counts_each_set_and_flags_disjoint_intervals():
+def test_agreement_counts_each_set_and_tests_them_as_one_binomial():
     runs = _runs({"grpo8": [False] * 4 + [False] * 4,
                   "nudgerl8": [True] * 4 + [False, False, False, True],
                   "grpo64": [True] * 8 + [False] * 8})
     table = seed_set_agreement(runs, [[0, 1, 2, 3], [4, 5, 6, 7]]).set_index("method")
     assert table.loc["grpo8", ["found_a", "replicates_a", "found_b", "replicates_b"]].tolist() == [0, 4, 0, 4]
     assert table.loc["nudgerl8", ["found_a", "found_b"]].tolist() == [4, 1]
-    # 4 of 4: exact 95 % interval [0.398, 1]; 1 of 4: [0.0063, 0.806]: they overlap
+    # 4 of 4: exact 95 % interval [0.398, 1]; 1 of 4: [0.0063, 0.806] (descriptions)
     assert table.loc["nudgerl8", "ci_low_a"] == pytest.approx(0.3976, abs=1e-4)
     assert table.loc["nudgerl8", "ci_high_b"] == pytest.approx(0.8059, abs=1e-4)
-    assert bool(table.loc["nudgerl8", "overlap"])
-    # Fisher: 4/4 against 1/4 is 2 x C(5,4)C(3,0)/C(8,4) ... = 0.143
-    assert table.loc["nudgerl8", "p_between_sets"] == pytest.approx(0.142857, abs=1e-5)
+    # Boschloo's exact test (scipy's reference): 0.047, where Fisher's conditional test gives 0.143
+    # (2 x C(5,4)C(3,0)/C(8,4) ...): the more powerful test calls 4 of 4 against 1 of 4 a disagreement
+    from scipy import stats
+
+    p = table.loc["nudgerl8", "p_between_sets"]
+    assert p == pytest.approx(stats.boschloo_exact([[4, 0], [1, 3]]).pvalue) and p == pytest.approx(0.04723, abs=1e-4)
+    assert not table.loc["nudgerl8", "agree"] and table.loc["nudgerl8", "test"] == "Boschloo exact"
+    assert table.loc["grpo8", "agree"]
     assert table.loc["grpo8", "p_between_sets"] == pytest.approx(1.0)
     # seeds 8-15 are outside both sets and ignored
     assert table.loc["grpo64", ["found_a", "found_b"]].tolist() == [4, 4]
 
     big = _runs({"m": [True] * 8 + [False] * 8})
     row = seed_set_agreement(big, [list(range(8)), list(range(8, 16))]).iloc[0]
-    assert not row.overlap and row.p_between_sets < 0.001  # 8 of 8 against 0 of 8
+    assert not row.agree and row.p_between_sets < 0.001  # 8 of 8 against 0 of 8
     md = render_agreement(seed_set_agreement(big, [list(range(8)), list(range(8, 16))]),
                           [list(range(8)), list(range(8, 16))], 0.95)
     assert "| m | 8 of 8 [63, 100] % | 0 of 8 [0, 37] % | **no** |" in md and "0 of 1 methods agree" in md
+    # the caption says what 8 a set could detect: from 10 %, 80 % (found_power, exact)
+    assert "with 80 % power at 8 replicates a set: 10 % against 80 %, nothing from 50 %" in md
 
 
 def test_agreement_names_a_missing_run():

@@ -44,9 +44,16 @@ def test_default_paths_and_methods():
     assert plan.methods.NUDGE_MAIN == f"nudgerl{n}"
     assert plan.methods.METHODS == ["base", *plan.methods.GRPO_METHODS, plan.methods.POPE_METHOD, plan.methods.NUDGE_MAIN]
     assert plan.methods.REFERENCE == ("grpo8" if 8 in cfg["grpo"]["group_sizes"] else plan.methods.GRPO_METHODS[0])
-    # Table 1 methods have every replicate; ablation runs only the ablation seeds
+    # Table 1 methods and the A/A repeat have every replicate; ablation runs only the ablation seeds
+    assert plan.methods.AA_REPEAT == "grpo8_aa" and plan.methods.CLAIM_ROLES["aa"] == {
+        "a": "grpo8", "b": "grpo8_aa", "seeds": plan.methods.SEEDS}
     for method, seeds in plan.methods.RUN_SEEDS.items():
-        assert seeds == (plan.methods.SEEDS if method in plan.methods.METHODS else plan.methods.ABLATION_SEEDS)
+        assert seeds == (plan.methods.SEEDS if method in [*plan.methods.METHODS, "grpo8_aa"]
+                         else plan.methods.ABLATION_SEEDS)
+    # the A/A repeat trains and samples with its replicate's seed moved by the offset
+    assert plan.methods.run_seed(type("W", (), {"method": "grpo8_aa", "seed": "3"})) == 1003
+    assert plan.methods.run_seed(type("W", (), {"method": "grpo8", "seed": "3"})) == 3
+    assert "grpo8_aa" not in plan.methods.EVALUATED  # no method of the tables or figures
 
 
 def test_ablations_register_runs_and_claim_roles():

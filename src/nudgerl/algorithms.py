@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from math import comb
-
 import numpy as np
 
 
@@ -74,23 +72,6 @@ def bootstrap_mean_of_means(
     reps /= len(mats)
     lo, hi = np.quantile(reps, [alpha / 2, 1 - alpha / 2])
     return point, float(lo), float(hi)
-
-
-def claim_verdict(intervals: Sequence[tuple[float, float]]) -> str:
-    """The claims table's rule, fixed before any result was seen.
-
-    Each interval is the 95 % paired interval of (claimed better) - (claimed worse); a claim
-    "X beats each of Y_1..Y_k" has one interval per Y_j. *supported*: every interval lies
-    above 0; *contradicted*: some interval lies below 0 (a Y_j is significantly better);
-    *inconclusive*: otherwise (an interval contains 0).
-    """
-    if not intervals:
-        raise ValueError("a claim needs at least one comparison")
-    if all(lo > 0 for lo, _ in intervals):
-        return "supported"
-    if any(hi < 0 for _, hi in intervals):
-        return "contradicted"
-    return "inconclusive"
 
 
 # ---------------------------------------------------------------- NudgeRL (arXiv 2605.15726)
@@ -246,44 +227,21 @@ def margin_in_se(value: float, bound: float, n_eff: float) -> float:
 # ---------------------------------------------------------------- found / not-found outcomes
 
 
-def _binomial_cdf(k: int, n: int, p: float) -> float:
-    """P(X <= k) for X ~ Binomial(n, p)."""
-    return float(sum(comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k + 1)))
-
-
 def clopper_pearson(k: int, n: int, alpha: float = 0.05) -> tuple[float, float]:
-    """Exact (Clopper-Pearson 1934) 1 - alpha interval of a success probability from k of n.
-
-    low: the p with P(X >= k | p) = alpha/2 (0 when k = 0); high: the p with
-    P(X <= k | p) = alpha/2 (1 when k = n). Each found by bisection on the binomial tail,
-    which is monotone in p.
-    """
+    """Exact (Clopper-Pearson 1934) 1 - alpha interval of a success probability from k of n
+    (scipy.stats.binomtest's ``proportion_ci(method='exact')``)."""
     if not 0 <= k <= n or n < 1:
         raise ValueError(f"need 0 <= k <= n and n >= 1, got k={k}, n={n}")
+    from nudgerl.verdicts import exact_interval
 
-    def solve(tail, target):  # tail(p) decreasing in p
-        lo, hi = 0.0, 1.0
-        for _ in range(60):
-            mid = (lo + hi) / 2
-            lo, hi = (mid, hi) if tail(mid) > target else (lo, mid)
-        return (lo + hi) / 2
-
-    low = 0.0 if k == 0 else solve(lambda p: _binomial_cdf(k - 1, n, p), 1.0 - alpha / 2)
-    high = 1.0 if k == n else solve(lambda p: _binomial_cdf(k, n, p), alpha / 2)
-    return low, high
+    return exact_interval(k, n, 1 - alpha)
 
 
 def fisher_exact(k1: int, n1: int, k2: int, n2: int) -> float:
-    """Two-sided p-value of Fisher's exact test: are k1 of n1 and k2 of n2 one success probability?
-
-    Given the margins, the number of successes in group 1 is hypergeometric; p sums the
-    probabilities of every table no more likely than the observed one (R's and SciPy's rule,
-    with a relative tolerance of 1e-7 for ties).
-    """
+    """Two-sided p-value of Fisher's exact test (scipy.stats.fisher_exact): are k1 of n1 and k2
+    of n2 one success probability?"""
     if not (0 <= k1 <= n1 and 0 <= k2 <= n2) or n1 < 1 or n2 < 1:
         raise ValueError(f"need 0 <= k <= n and n >= 1 in both groups, got {k1}/{n1} and {k2}/{n2}")
-    K, N = k1 + k2, n1 + n2
-    total = comb(N, K)
-    probs = {x: comb(n1, x) * comb(n2, K - x) / total for x in range(max(0, K - n2), min(K, n1) + 1)}
-    observed = probs[k1]
-    return float(min(1.0, sum(q for q in probs.values() if q <= observed * (1 + 1e-7))))
+    from scipy import stats
+
+    return float(stats.fisher_exact([[k1, n1 - k1], [k2, n2 - k2]]).pvalue)

@@ -126,6 +126,7 @@ def check_replicates(config: dict) -> list[str]:
         if sub and not set(sub) <= seeds:
             problems.append(f"config key '{key}': {sorted(set(sub) - seeds)} not in 'seeds' {sorted(seeds)}; "
                             "these runs are paired with the Table 1 replicates")
+    problems += check_verdicts(config)
     if config.get("study"):
         problems += check_study(config)
     if config.get("baselines"):
@@ -139,6 +140,31 @@ def check_replicates(config: dict) -> list[str]:
             if figure in FIGURES and bound.get("min") is not None and bound.get("max") is not None \
                     and bound["min"] > bound["max"]:
                 problems.append(f"config key 'regime.bounds.{figure}': min {bound['min']} > max {bound['max']}")
+    return problems
+
+
+def check_verdicts(config: dict) -> list[str]:
+    """The verdict rule can reach its alpha at its minimum; the A/A pair repeats a GRPO run of the matrix."""
+    from nudgerl.verdicts import VerdictRule
+
+    section = (config.get("report") or {}).get("verdicts") or {}
+    problems = []
+    try:
+        VerdictRule.from_section(section)
+    except ValueError as e:
+        problems.append(str(e))
+    aa = section.get("aa")
+    if aa is not None:
+        from nudgerl.method_ids import grpo_methods
+
+        if not grpo_methods(config):
+            problems.append("config key 'report.verdicts.aa': the A/A pair repeats a GRPO run, and 'grpo.group_sizes' "
+                            "is empty (set aa: null)")
+        elif aa.get("method") and aa["method"] not in grpo_methods(config):
+            problems.append(f"config key 'report.verdicts.aa.method': {aa['method']!r} is not a GRPO run of the matrix "
+                            f"({', '.join(grpo_methods(config))}); leave it out for the reference GRPO run")
+        if len(config["seeds"]) < 2:
+            problems.append("config key 'report.verdicts.aa': an A/A spread needs at least 2 replicates ('seeds')")
     return problems
 
 

@@ -73,6 +73,17 @@ def eps_sweep(config: dict) -> list[tuple[float, str]]:
             for eps in sorted(set(map(float, values)) | {main})]
 
 
+# The A/A pair's repeat (config report.verdicts.aa): grpo{N}_aa, the same GRPO-N with other seeds.
+DEFAULT_AA_SEED_OFFSET = 1000
+
+
+def aa_repeat_method(method: str) -> str:
+    """The id of the A/A pair's second arm of a GRPO run (grpo8 -> grpo8_aa)."""
+    if grpo_group_size(method) is None:
+        raise ValueError(f"config key 'report.verdicts.aa.method': {method!r} is not a GRPO run id (grpo<N>)")
+    return f"{method}_aa"
+
+
 DEFAULT_BASELINE_GROUP_SIZE = 8
 # Names a baseline may not take: their ids would be read as another method's.
 RESERVED_BASELINE_NAMES = ("base", "grpo", "pope", "nudgerl")

@@ -30,7 +30,12 @@ TRAIN_RETRIES = PLAN.resources.TRAIN_RETRIES
 N_BOOT = PLAN.arguments.N_BOOT
 EXPLORATION_SHARE = PLAN.arguments.EXPLORATION_SHARE
 EXPLORATION_CONFIDENCE = PLAN.arguments.EXPLORATION_CONFIDENCE
+VERDICTS = PLAN.arguments.VERDICTS  # `claims --verdicts`: the rule over replicates (report.verdicts)
+VERDICT_ALPHA = PLAN.arguments.VERDICT_ALPHA
+POWER_TABLES = PLAN.arguments.POWER_TABLES  # `power-table --tables`: this config's tables and replicates
 TABLE1_EXPLORATION_ARG = PLAN.arguments.table1_exploration_arg(PLAN.paths.TASK)
+TABLE1_AA_ARG = PLAN.arguments.table1_aa_arg()  # `table --aa grpo8 grpo8_aa` with an A/A pair, else ""
+AA_EVALS = PLAN.methods.aa_evals()  # the A/A pair's evaluations ([] without one)
 
 # ---- where files live ---------------------------------------------------------------------
 SHARED = PLAN.paths.SHARED
@@ -74,6 +79,8 @@ BASELINE_SEEDS = PLAN.methods.BASELINE_SEEDS
 BASELINE_GROUP_SIZE = PLAN.methods.BASELINE_GROUP_SIZE
 BASELINE_TABLE_METHODS = PLAN.methods.BASELINE_TABLE_METHODS
 RUN_SEEDS = PLAN.methods.RUN_SEEDS
+AA_SEED_OFFSET = PLAN.methods.AA_SEED_OFFSET  # the A/A repeat's RL and sampling seeds: the replicate's + this
+run_seed = PLAN.methods.run_seed  # a run's RL / sampling seed (the A/A repeat's moved)
 claim_evals = PLAN.methods.claim_evals
 claim_metrics = PLAN.methods.claim_metrics
 
@@ -154,7 +161,7 @@ wildcard_constraints:
     seed=r"\d+",
     n=r"\d+",
     # the last alternative: the field's baselines (dapo8, ngrpo8, ...: nudgerl.method_ids)
-    method=r"base|grpo\d+|grpo\d+_eps[0-9.]+|pope\d+|nudgerl\d+(_[a-z0-9.]+)?|[a-z]+\d+",
+    method=r"base|grpo\d+|grpo\d+_eps[0-9.]+|grpo\d+_aa|pope\d+|nudgerl\d+(_[a-z0-9.]+)?|[a-z]+\d+",
     eps=r"[0-9]+(\.[0-9]+)?",
     ablation=r"pdrop|hint_sampling|distill",
     # a regime-map cell: share<s>, or share<s>_accuracy<a> on the map's second axis

@@ -15,6 +15,7 @@ rule evaluate:
         prompt=lambda w: prompt_arg("eval"),
         out_dir=lambda w, output: os.path.dirname(output.summary),
         launch=inference_launcher,  # NUDGERL_REQUIRE_CUDA=1 when the job asks for a GPU (nudgerl.hardware)
+        sampling_seed=run_seed,  # the replicate's; the A/A repeat's moved by its offset
     threads: rule_threads("evaluate")
     resources:
         **rule_resources("evaluate", mem_mb=2000),
@@ -26,4 +27,4 @@ rule evaluate:
         f"{RESULTS}/benchmarks/evaluate/{{method}}_seed{{seed}}.tsv"
     shell:
         "{params.hub_offline}{params.launch} evaluate --model {params.model} {params.prompt} --benchmarks {input.benchmarks} "
-        "--seed {wildcards.seed} --params {params.cfg:q} --threads {threads} --out-dir {params.out_dir} > {log} 2>&1"
+        "--seed {params.sampling_seed} --params {params.cfg:q} --threads {threads} --out-dir {params.out_dir} > {log} 2>&1"

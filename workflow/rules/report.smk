@@ -3,6 +3,7 @@ rule table1:
     input:
         expand(f"{RESULTS}/eval/{{method}}/seed{{seed}}/summary.json", method=METHODS, seed=SEEDS, allow_missing=True),
         expand(f"{RESULTS}/eval/{{method}}/seed{{seed}}/summary.json", method=REFERENCE, seed=SEEDS, allow_missing=True),
+        AA_EVALS,
     output:
         csv=f"{RESULTS}/tables/table1.csv",
         md=f"{RESULTS}/tables/table1.md",
@@ -21,6 +22,7 @@ rule table1:
         n_boot=N_BOOT,
         reference=REFERENCE,
         exploration=TABLE1_EXPLORATION_ARG,
+        aa=TABLE1_AA_ARG,
         prefix=table_prefix,
         eval_root=eval_root,
     conda:
@@ -32,7 +34,7 @@ rule table1:
     shell:
         "nudgerl table --title 'Table 1' --eval-root {params.eval_root} --methods {params.methods} "
         "--benchmarks {params.benchmarks} --seeds {params.seeds} --bootstrap-samples {params.n_boot} "
-        "--reference {params.reference} {params.exploration} --out-prefix {params.prefix} > {log} 2>&1"
+        "--reference {params.reference} {params.exploration} {params.aa} --out-prefix {params.prefix} > {log} 2>&1"
 
 
 rule training_reward:
@@ -182,7 +184,7 @@ if BASELINES:
 
 
 rule claims:
-    """The paper's seven claims beside ours (paired intervals over problems and replicates, a verdict each);
+    """The paper's seven claims beside ours (a verdict each by the rule over replicates, report.verdicts);
     in the study also in the regime map's common cells, each regime judged on its own runs."""
     input:
         evals=claim_evals(),
@@ -201,6 +203,7 @@ rule claims:
         eval_root=eval_root,
         runs_root=runs_root,
         regimes=STUDY_CLAIM_ARGS,
+        verdicts=VERDICTS,
     conda:
         "../envs/nudgerl.yaml"
     log:
@@ -209,7 +212,31 @@ rule claims:
         f"{RESULTS}/benchmarks/claims.tsv"
     shell:
         "nudgerl claims --eval-root {params.eval_root} --runs-root {params.runs_root} --roles {params.roles:q} "
-        "--benchmarks {params.benchmarks} --bootstrap-samples {params.n_boot} {params.regimes} "
+        "--benchmarks {params.benchmarks} --bootstrap-samples {params.n_boot} --verdicts {params.verdicts:q} "
+        "{params.regimes} --out-prefix {params.prefix} > {log} 2>&1"
+
+
+rule power_table:
+    """What each table's replicates can detect by the verdict rule (80 % power); points at the run's A/A SD."""
+    input:
+        claims=f"{RESULTS}/tables/claims.csv",
+    output:
+        csv=f"{RESULTS}/tables/power.csv",
+        md=f"{RESULTS}/tables/power.md",
+        html=report(f"{RESULTS}/tables/power.html", caption="../report/power.rst", category=REPORT_MAIN,
+                    labels=report_labels("What each table can detect")),
+    params:
+        tables=POWER_TABLES,
+        verdicts=VERDICTS,
+        prefix=table_prefix,
+    conda:
+        "../envs/nudgerl.yaml"
+    log:
+        f"{RESULTS}/logs/power_table.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/power_table.tsv"
+    shell:
+        "nudgerl power-table --tables {params.tables:q} --verdicts {params.verdicts:q} --claims {input.claims} "
         "--out-prefix {params.prefix} > {log} 2>&1"
 
 

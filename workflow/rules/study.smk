@@ -8,7 +8,7 @@
 if TASK == "organism" and STUDY:
 
     rule seed_set_agreement:
-        """Exploration success per method on each of two disjoint seed sets; do the intervals overlap?"""
+        """Exploration success per method on each of two disjoint seed sets; Boschloo's test between them."""
         input:
             f"{RESULTS}/tables/exploration.csv",
         output:
@@ -19,6 +19,7 @@ if TASK == "organism" and STUDY:
         params:
             seed_sets=STUDY_SEED_SET_ARGS,
             confidence=EXPLORATION_CONFIDENCE,
+            alpha=VERDICT_ALPHA,
             prefix=table_prefix,
         conda:
             "../envs/nudgerl.yaml"
@@ -28,7 +29,7 @@ if TASK == "organism" and STUDY:
             f"{RESULTS}/benchmarks/study/seed_set_agreement.tsv"
         shell:
             "nudgerl seed-set-agreement --exploration {input} --seed-sets {params.seed_sets} "
-            "--confidence {params.confidence} --out-prefix {params.prefix} > {log} 2>&1"
+            "--confidence {params.confidence} --alpha {params.alpha} --out-prefix {params.prefix} > {log} 2>&1"
 
     rule rl_works:
         """In the regime map's common cells, every replicate's run ends above its own base model."""

@@ -34,6 +34,40 @@ rule train_grpo:
         ">> {log} 2>&1"
 
 
+rule train_grpo_repeat:
+    """The A/A pair's second arm (config report.verdicts.aa): GRPO-N again on the same base model with
+    the RL seed moved by the pair's offset; two identical methods' difference is the noise floor."""
+    input:
+        model=base_model_input,
+        regime=regime_input,
+        train=TRAIN,
+    output:
+        model=directory(f"{RESULTS}/runs/grpo{{n}}_aa/seed{{seed}}/model"),
+        metrics=f"{RESULTS}/runs/grpo{{n}}_aa/seed{{seed}}/metrics.jsonl",
+    params:
+        cfg=section("grpo", exclude=GRPO_RUN_EXCLUDE),
+        model=base_model_arg,
+        hub_offline=HUB_OFFLINE,  # HF_HUB_OFFLINE=1 under task math (PlanPaths.HUB_OFFLINE)
+        prompt=lambda w: prompt_arg("train"),
+        launch=launcher,
+        run_dir=output_run_dir,
+        rl_seed=lambda w: int(w.seed) + AA_SEED_OFFSET,
+    threads: rule_threads("train_grpo")
+    retries: TRAIN_RETRIES
+    resources:
+        **rule_resources("train_grpo", mem_mb=3000),
+    conda:
+        "../envs/nudgerl.yaml"
+    log:
+        f"{RESULTS}/logs/train_grpo/grpo{{n}}_aa_seed{{seed}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/train_grpo/grpo{{n}}_aa_seed{{seed}}.tsv"
+    shell:
+        "{params.hub_offline}{params.launch} train-grpo --model {params.model} {params.prompt} --train {input.train} --num-generations {wildcards.n} "
+        "--seed {params.rl_seed} --params {params.cfg:q} --threads {threads} --out-dir {params.run_dir} "
+        ">> {log} 2>&1"
+
+
 rule train_nudgerl:
     """NudgeRL: nudged rollouts, inter-intra advantage, hint-free distillation."""
     input:

@@ -43,6 +43,18 @@ class PlanArguments:
         exploration = config.get("report", {}).get("exploration") or {}
         self.EXPLORATION_SHARE = exploration.get("success_share", 0.5)
         self.EXPLORATION_CONFIDENCE = exploration.get("confidence", 0.95)
+        # The verdict rule over replicates (report.verdicts, less its A/A pair: PlanMethods), as JSON
+        verdicts = {k: v for k, v in (config.get("report", {}).get("verdicts") or {}).items() if k != "aa"}
+        self.VERDICTS = json.dumps(verdicts, sort_keys=True)
+        self.VERDICT_ALPHA = verdicts.get("alpha", 0.05)
+        from nudgerl.reporting.power import config_tables
+
+        self.POWER_TABLES = json.dumps(config_tables(config))
+
+    def table1_aa_arg(self) -> str:
+        """`nudgerl table --aa`: the A/A pair's two run ids where the config has one, else nothing."""
+        m = self._methods
+        return f"--aa {m.AA_METHOD} {m.AA_REPEAT}" if m.AA_REPEAT else ""
 
     def table1_exploration_arg(self, task: str) -> str:
         """`nudgerl table` options that add exploration success to Table 1: organism runs only

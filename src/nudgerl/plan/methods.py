@@ -5,7 +5,7 @@ in terms of these ids (which runs each compares, their result files).
 
 from __future__ import annotations
 
-from nudgerl.method_ids import (baseline_group_size, baseline_runs, baseline_seeds, eps_sweep, eps_sweep_group_size, epsilon_high,
+from nudgerl.method_ids import (DEFAULT_AA_SEED_OFFSET, aa_repeat_method, baseline_group_size, baseline_runs, baseline_seeds, eps_sweep, eps_sweep_group_size, epsilon_high,
                                 grpo_group_sizes, grpo_method, grpo_methods, nudge_group_size, nudge_main_method,
                                 pope_method)
 
@@ -77,6 +77,20 @@ class PlanMethods:
         self.RUN_SEEDS = {m: (self.SEEDS if m in self.METHODS else self.BASELINE_SEEDS if m in self.BASELINES
                               else self.ABLATION_SEEDS) for m in self.EVALUATED}
 
+        # The A/A pair (config report.verdicts.aa): a GRPO run trained again on every replicate's
+        # base model with RL and sampling seeds moved by seed_offset, so the difference of two
+        # identical methods measures the noise floor every comparison is read against. Only the
+        # claims read it (it is no method of the tables or figures).
+        # Its method defaults to the reference (GRPO-8, or the smallest N when 8 is not run).
+        aa = ((config.get("report") or {}).get("verdicts") or {}).get("aa")
+        aa = None if aa is None or not self.GRPO_METHODS else aa
+        self.AA_METHOD = aa.get("method") or self.REFERENCE if aa is not None else None
+        self.AA_REPEAT = aa_repeat_method(self.AA_METHOD) if aa is not None else None
+        self.AA_SEED_OFFSET = int(aa.get("seed_offset", DEFAULT_AA_SEED_OFFSET)) if aa is not None else 0
+        self.AA_SEEDS = list(self.SEEDS) if aa is not None else []
+        if aa is not None:
+            self.RUN_SEEDS[self.AA_REPEAT] = self.AA_SEEDS
+
         # The paper's claims (nudgerl.reporting.claims) in terms of this DAG's method ids.
         self.CLAIM_ROLES = {
             "nudgerl": self.NUDGE_MAIN,
@@ -93,7 +107,12 @@ class PlanMethods:
             "baselines": list(self.BASELINES),
             "baseline_seeds": self.BASELINE_SEEDS,
             "baseline_n": self.BASELINE_GROUP_SIZE,
+            "aa": {"a": self.AA_METHOD, "b": self.AA_REPEAT, "seeds": self.AA_SEEDS} if aa is not None else None,
         }
+
+    def run_seed(self, wildcards) -> int:
+        """A run's RL and sampling seed: its replicate's, moved by the offset for the A/A repeat."""
+        return int(wildcards.seed) + (self.AA_SEED_OFFSET if wildcards.method == self.AA_REPEAT else 0)
 
     def _ablations(self):
         """(ABLATIONS, ABLATION_VALUES): per ablation with more than one setting, its (method id,
@@ -141,7 +160,15 @@ class PlanMethods:
                 for m in pair:
                     if m in self.RUN_SEEDS:
                         runs.setdefault(m, set()).update(c.seeds)
+        if self.AA_REPEAT:
+            for m in (self.AA_METHOD, self.AA_REPEAT):
+                runs.setdefault(m, set()).update(self.AA_SEEDS)
         return {m: sorted(s) for m, s in runs.items()}
+
+    def aa_evals(self):
+        """The A/A pair's evaluation summaries, both arms on every replicate ([] without a pair)."""
+        return [f"{self._paths.RESULTS}/eval/{m}/seed{s}/summary.json"
+                for m in ((self.AA_METHOD, self.AA_REPEAT) if self.AA_REPEAT else ()) for s in self.AA_SEEDS]
 
     def claim_evals(self):
         return [f"{self._paths.RESULTS}/eval/{m}/seed{s}/summary.json"

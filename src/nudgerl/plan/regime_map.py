@@ -34,7 +34,10 @@ class PlanRegimeMap:
             self.RMAP_CELLS = [cell_tag(s) for s in self.RMAP["shares"]]
             self.RMAP_GRID = {**{k: self.RMAP[k] for k in ("shares", "methods", "seeds", "reached", "every", "samples")},
                               "reference": methods.NUDGE_MAIN,
-                              "against": [m for m in self.RMAP["methods"] if m != methods.NUDGE_MAIN]}
+                              "against": [m for m in self.RMAP["methods"] if m != methods.NUDGE_MAIN],
+                              # the verdict rule over replicates (report.verdicts; its A/A pair is the matrix's)
+                              "verdicts": {k: v for k, v in ((config.get("report") or {}).get("verdicts") or {}).items()
+                                           if k != "aa"}}
             # The baselines' sub-grid: the cells of `shares` (default every cell), fewer replicates; on those the map's own methods
             # are its comparison (their runs exist already), NudgeRL paired against each baseline.
             # RMAP_BASELINES: the ones the map does not train already.

@@ -70,6 +70,7 @@ class WorkflowPlan:
             *expand(f"{self.paths.RESULTS}/tables/table1.{{ext}}", ext=table_exts, allow_missing=True),
             *expand(f"{self.paths.RESULTS}/tables/table1_replicates.{{ext}}", ext=["csv", "md", "html"], allow_missing=True),
             *expand(f"{self.paths.RESULTS}/tables/claims.{{ext}}", ext=["csv", "md", "html"], allow_missing=True),
+            *expand(f"{self.paths.RESULTS}/tables/power.{{ext}}", ext=["csv", "md", "html"], allow_missing=True),
             *expand(f"{self.paths.RESULTS}/tables/ablation_{{ablation}}.{{ext}}", ablation=list(self.methods.ABLATIONS), ext=table_exts,
                     allow_missing=True),
             *(expand(f"{self.paths.RESULTS}/tables/baselines.{{ext}}", ext=table_exts, allow_missing=True)

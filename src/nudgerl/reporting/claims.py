@@ -1,12 +1,17 @@
-"""The paper's claims beside ours: one row per claim, a verdict by a rule fixed in code.
+"""The paper's claims beside ours: one row per claim, a verdict by a rule fixed in config.
 
-Each claim is a set of comparisons "A beats B" between methods of the DAG. For every
-comparison the table gives the paired difference of Avg pass@1 (mean over benchmarks of
-the per-problem difference, the same problems and replicates on both sides) with a 95 %
-bootstrap interval that resamples problems and replicates
-(:func:`nudgerl.algorithms.bootstrap_mean_of_means`), and the verdict is
-:func:`nudgerl.algorithms.claim_verdict`. Nothing here looks at which way the numbers
-went: the comparisons and the rule were written before the first full run.
+Each claim is a set of comparisons "A beats B" (superiority) or "A is as good as B" (parity)
+between methods of the DAG. The unit of the verdict is the replicate (:mod:`nudgerl.verdicts`):
+per comparison, each replicate's difference of Avg pass@1 (the same base model, problems and
+seed on both sides) is tested by a sign-flip permutation test over replicates, and the verdict
+is :func:`nudgerl.verdicts.claim_verdict` with the constants of config ``report.verdicts``
+(alpha, the minimum replicates for a verdict, the parity margin); below the minimum a row is
+"descriptive (n = k)". The paired difference of Avg pass@1 with a 95 % bootstrap interval over
+problems and replicates (:func:`nudgerl.algorithms.bootstrap_mean_of_means`) is kept as a
+description. Where the run has an A/A pair (the same method twice on the same base models), each
+row gives the A/A difference on its replicates and its spread, and marks an effect inside it.
+Nothing here looks at which way the numbers went: the comparisons and the rule were written
+before the first full run.
 """
 
 from __future__ import annotations
@@ -18,8 +23,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from nudgerl.algorithms import claim_verdict
-from nudgerl.reporting.tables import method_label, paired_avg_difference
+from nudgerl.reporting.tables import method_label, paired_avg_difference, replicate_avg
+from nudgerl.verdicts import PARITY, SUPERIORITY, VerdictRule, aa_spread, claim_verdict, comparison_sides, inside_aa
 
 
 @dataclass
@@ -30,6 +35,7 @@ class Claim:
     comparisons: list[tuple[str, str]]  # (claimed better, claimed worse) method ids
     seeds: list[int]
     missing: list[str] = field(default_factory=list)  # roles the DAG did not run
+    kind: str = SUPERIORITY  # parity: "as good as" (non-inferiority within report.verdicts.parity_margin)
 
 
 # The paper column of a claim that is ours, not the paper's.
@@ -85,13 +91,14 @@ def build_claims(roles: dict) -> list[Claim]:
     seeds, abl = list(roles["seeds"]), list(roles.get("ablation_seeds") or roles["seeds"][:1])
     claims = []
 
-    def add(number, text, paper, comparisons, seeds_, needs):
+    def add(number, text, paper, comparisons, seeds_, needs, kind=SUPERIORITY):
         missing = [name for name, method in needs if method is None]
-        claims.append(Claim(number, text, paper, [] if missing else comparisons, seeds_, missing))
+        claims.append(Claim(number, text, paper, [] if missing else comparisons, seeds_, missing, kind))
 
     g4, g8 = grpo.get(4 * n), grpo.get(8 * n)
+    # a parity claim: the paper's 0.489 vs 0.487 says "as good as", so it is tested as such
     add(1, f"NudgeRL (N={n}) >= GRPO (N={4 * n}) in Avg pass@1, at about 1/4 of the rollouts",
-        "0.489 vs 0.487", [(nudge, g4)], seeds, [(f"grpo{4 * n}", g4)])
+        "0.489 vs 0.487", [(nudge, g4)], seeds, [(f"grpo{4 * n}", g4)], kind=PARITY)
     add(2, f"GRPO (N={8 * n}) < GRPO (N={4 * n}): more rollouts stop helping",
         "0.451 vs 0.487", [(g4, g8)], seeds, [(f"grpo{4 * n}", g4), (f"grpo{8 * n}", g8)])
     add(3, f"NudgeRL (N={n}) > POPE", "0.489 vs 0.467", [(nudge, roles.get("pope"))], seeds,
@@ -134,23 +141,55 @@ def rollout_tokens(runs_root, method: str, seeds) -> float:
     return float(np.mean(total))
 
 
+def aa_differences(eval_root, aa: dict | None, benchmarks) -> dict[int, float] | None:
+    """The A/A pair's per-replicate difference of Avg pass@1 ({seed: a - b}), or None without one.
+    ``aa``: {"a": method id, "b": its repeat's id, "seeds": [...]}."""
+    if not aa:
+        return None
+    seeds = list(aa["seeds"])
+    d = replicate_avg(eval_root, aa["a"], benchmarks, seeds) - replicate_avg(eval_root, aa["b"], benchmarks, seeds)
+    return dict(zip(seeds, map(float, d)))
+
+
+def _aa_for(aa_d: dict[int, float] | None, seeds: list[int]) -> dict | None:
+    """The A/A difference over ``seeds`` and its spread at their count (None where the pair did
+    not run on every one of them, or ran on fewer than 2 replicates)."""
+    if not aa_d or len(aa_d) < 2 or not all(s in aa_d for s in seeds):
+        return None
+    return aa_spread(list(aa_d.values()), [aa_d[s] for s in seeds])
+
+
 def evaluate_claims(claims: list[Claim], eval_root, runs_root, benchmarks, n_boot: int = 2000,
-                    regime: str | None = None) -> pd.DataFrame:
+                    regime: str | None = None, rule: VerdictRule | None = None, aa: dict | None = None) -> pd.DataFrame:
     """One row per comparison of every claim (a claim with a missing method: one row, 'not run');
-    with ``regime``, every row says which regime's runs it judged (column ``regime``)."""
+    with ``regime``, every row says which regime's runs it judged (column ``regime``); with ``aa``
+    (the run's A/A pair), each row carries the A/A difference and spread on its replicates."""
+    rule = rule or VerdictRule()
+    aa_d = aa_differences(eval_root, aa, benchmarks)
     rows = []
     for c in claims:
         base = {"claim": c.number, **({"regime": regime} if regime else {}), "text": c.text, "paper": c.paper,
-                "replicates": len(c.seeds), "seeds": " ".join(map(str, c.seeds))}
+                "kind": c.kind, "replicates": len(c.seeds), "seeds": " ".join(map(str, c.seeds))}
         if c.missing:
             rows.append({**base, "verdict": "not run", "note": "not in this DAG: " + ", ".join(c.missing)})
             continue
-        intervals, claim_rows = [], []
+        sides, claim_rows = [], []
+        noise = _aa_for(aa_d, c.seeds)
         for better, worse in c.comparisons:
+            d = replicate_avg(eval_root, better, benchmarks, c.seeds) - replicate_avg(eval_root, worse, benchmarks, c.seeds)
             mean, lo, hi = paired_avg_difference(eval_root, better, worse, benchmarks, c.seeds, n_boot)
-            intervals.append((lo, hi))
-            claim_rows.append({**base, "better": better, "worse": worse, "delta": mean, "ci_low": lo, "ci_high": hi})
-        verdict = claim_verdict(intervals)
+            p_for, p_against = comparison_sides(d, c.kind, rule.parity_margin)
+            sides.append((p_for, p_against))
+            claim_rows.append({**base, "better": better, "worse": worse, "n_better": len(c.seeds),
+                               "n_worse": len(c.seeds), "delta": mean, "ci_low": lo, "ci_high": hi,
+                               "replicate_deltas": " ".join(f"{x:.4f}" for x in d),
+                               "test": ("sign-flip permutation over replicates, non-inferiority within "
+                                        f"{100 * rule.parity_margin:g} points" if c.kind == PARITY
+                                        else "sign-flip permutation over replicates"),
+                               "p_for": p_for, "p_against": p_against,
+                               **({k: noise[k] for k in ("aa_mean", "aa_sd", "aa_spread")} if noise else {}),
+                               "inside_aa": inside_aa(mean, noise)})
+        verdict = claim_verdict(sides, len(c.seeds), rule)
         if c.number == 1:
             ratio = rollout_tokens(runs_root, c.comparisons[0][0], c.seeds) / rollout_tokens(
                 runs_root, c.comparisons[0][1], c.seeds)
@@ -160,26 +199,40 @@ def evaluate_claims(claims: list[Claim], eval_root, runs_root, benchmarks, n_boo
     return pd.DataFrame.from_records(rows)
 
 
-def render_markdown(df: pd.DataFrame, samples: int | None = None) -> str:
+def _p(x) -> str:
+    return f"{x:.3g}"
+
+
+def render_markdown(df: pd.DataFrame, samples: int | None = None, rule: VerdictRule | None = None) -> str:
     """The claims table; with a ``regime`` column, one row per claim and regime, the regimes of a
     claim next to each other (each judged on its own runs only)."""
+    rule = rule or VerdictRule()
     regimes = list(dict.fromkeys(df["regime"])) if "regime" in df.columns else [None]
+    has_aa = "aa_spread" in df.columns and df["aa_spread"].notna().any()
     lines = [
-        "**The paper's claims beside ours. Ours: paired difference of Avg pass@1 (percentage points, claimed "
-        "better minus claimed worse) with a 95 % bootstrap interval over problems and replicates"
+        "**The paper's claims beside ours. The replicate is the unit of the verdict: per comparison, each "
+        "replicate's difference of Avg pass@1 (claimed better minus claimed worse, same base model) is tested by an "
+        "exact sign-flip permutation test over replicates; p for / p against: its one-sided p in the claimed "
+        f"direction and against it. Verdict (rule fixed in config, alpha = {rule.alpha:g}): supported = every p for "
+        f"< {rule.alpha / 2:g}; contradicted = some p against < {rule.alpha / 2:g} / k (k comparisons); "
+        f"inconclusive = otherwise; below {rule.min_replicates} replicates a row is descriptive (n = k), since an exact "
+        f"test on fewer cannot reach alpha (1/2^{rule.min_replicates - 1} = "
+        f"{1 / 2 ** (rule.min_replicates - 1):.3g} >= {rule.alpha / 2:g}). A parity claim (\"as good as\", kind parity) is "
+        f"tested for non-inferiority within {100 * rule.parity_margin:g} points. Ours: the paired difference in "
+        "percentage points with a 95 % bootstrap interval over problems and replicates"
         + (f", {samples} samples per problem" if samples else "")
-        + ". Verdict (rule fixed in code): supported = every interval above 0; contradicted = some interval "
-          "below 0; inconclusive = otherwise."
-        + (" A row on one replicate resamples problems only: its interval leaves out the run-to-run variance "
-           "(whether one RL run leaves its base model's habit within its steps), so its verdict need not hold "
-           "on another machine or seed." if (df["replicates"] == 1).any() else "")
+        + " (a description; it does not decide the verdict)."
+        + (" A/A: the difference between the run's two identical arms on the row's replicates ± its spread "
+           "(|A/A mean| + 2 SD / sqrt(n)); an effect inside it is marked (inside A/A)." if has_aa else
+           " This run has no A/A pair (config report.verdicts.aa).")
         + "**",
         "",
         *(["Each claim is judged once per regime, on that regime's runs only (the regime: what its base models "
            "measured, the unhinted share of the always-right strategy on the hard problems).", ""]
           if regimes != [None] else []),
-        "| # | " + ("regime | " if regimes != [None] else "") + "claim | paper (Qwen3-4B) | ours | replicates | verdict |",
-        "|---|" + ("---|" if regimes != [None] else "") + "---|---|---|---|---|",
+        "| # | " + ("regime | " if regimes != [None] else "") + "claim | kind | paper (Qwen3-4B) | ours | n per arm "
+        "| test: p for / p against | A/A | verdict |",
+        "|---|" + ("---|" if regimes != [None] else "") + "---|---|---|---|---|---|---|---|",
     ]
     groups = [(number, regime, group[group["regime"] == regime] if regime is not None else group)
               for number, group in df.groupby("claim", sort=True) for regime in regimes]
@@ -187,15 +240,26 @@ def render_markdown(df: pd.DataFrame, samples: int | None = None) -> str:
         if group.empty:
             continue
         first = group.iloc[0]
-        if first["verdict"] == "not run":
-            ours = first["note"]
-        else:
-            parts = [f"{method_label(r.better)} - {method_label(r.worse)}: {100 * r.delta:+.1f} "
-                     f"[{100 * r.ci_low:+.1f}, {100 * r.ci_high:+.1f}]" for r in group.itertuples()]
-            if isinstance(first.get("note"), str):
-                parts.append(first["note"])
-            ours = "; ".join(parts)
         regime_cell = f"{regime} | " if regime is not None else ""
-        lines.append(f"| {number} | {regime_cell}{first['text']} | {first['paper']} | {ours} | {first['replicates']} "
-                     f"(seeds {first['seeds']}) | **{first['verdict']}** |")
+        if first["verdict"] == "not run":
+            lines.append(f"| {number} | {regime_cell}{first['text']} | {first.get('kind', SUPERIORITY)} | "
+                         f"{first['paper']} | {first['note']} | - | - | - | **not run** |")
+            continue
+        parts, tests, noise = [], [], []
+        for r in group.itertuples():
+            inside = " (inside A/A)" if getattr(r, "inside_aa", None) is True else ""
+            parts.append(f"{method_label(r.better)} - {method_label(r.worse)}: {100 * r.delta:+.1f} "
+                         f"[{100 * r.ci_low:+.1f}, {100 * r.ci_high:+.1f}]{inside}")
+            tests.append(f"{_p(r.p_for)} / {_p(r.p_against)}")
+            spread = getattr(r, "aa_spread", None)
+            noise.append("-" if spread is None or pd.isna(spread) else f"{100 * r.aa_mean:+.1f} ± {100 * spread:.1f}")
+        if isinstance(first.get("note"), str):
+            parts.append(first["note"])
+        n = int(first["replicates"])
+        # a decided verdict whose effect two identical arms also reach is said so where it is read
+        within = first["verdict"] in ("supported", "contradicted") and any(
+            getattr(r, "inside_aa", None) is True for r in group.itertuples())
+        lines.append(f"| {number} | {regime_cell}{first['text']} | {first['kind']} | {first['paper']} | "
+                     f"{'; '.join(parts)} | {n} (seeds {first['seeds']}) | sign-flip: {'; '.join(tests)} | "
+                     f"{'; '.join(noise)} | **{first['verdict']}**{' (effect inside A/A)' if within else ''} |")
     return "\n".join(lines) + "\n"

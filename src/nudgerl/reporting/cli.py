@@ -20,15 +20,17 @@ def cmd_table(args) -> None:
     if args.exploration_share is not None:
         exploration = {"strategy": args.exploration_strategy, "success_share": args.exploration_share,
                        "confidence": args.exploration_confidence}
+    aa = tuple(args.aa) if args.aa else None
     paths = write_table(args.eval_root, args.methods, args.benchmarks, args.seeds, args.out_prefix,
                         title=args.title, n_boot=args.bootstrap_samples, labels=args.labels, reference=reference,
-                        exploration=exploration)
+                        exploration=exploration, aa=aa)
     records = [Path(args.eval_root) / m / f"seed{s}" / f"{b}.{kind}.jsonl"
-               for m in dict.fromkeys([*args.methods, *([reference] if reference else [])])
+               for m in dict.fromkeys([*args.methods, *([reference] if reference else []), *(aa or ())])
                for s in args.seeds for b in args.benchmarks
                for kind in ("problems", *(("samples",) if exploration else ()))]
     for path in paths:
         write_provenance(path, {"methods": args.methods, "benchmarks": args.benchmarks, "reference": reference,
+                                **({"aa": list(aa)} if aa else {}),
                                 **({"exploration": exploration} if exploration else {})},
                          {"runs": args.seeds}, records)
 
@@ -93,6 +95,12 @@ def cmd_claims(args) -> None:
 
     from nudgerl.reporting.claims import build_claims, evaluate_claims, measured_shares, render_markdown, share_range
     from nudgerl.io import atomic_write_text, write_provenance
+    from nudgerl.verdicts import VerdictRule
+
+    try:
+        rule = VerdictRule.from_section(args.verdicts)
+    except (TypeError, ValueError) as e:
+        raise SystemExit(f"nudgerl claims: error: --verdicts: {e}")
 
     # The run's own matrix, then each --cell (a regime map cell judged on its own runs).
     regimes = [{"regime": args.regime, "eval_root": args.eval_root, "runs_root": args.runs_root,
@@ -109,8 +117,11 @@ def cmd_claims(args) -> None:
         if spec["regime"]:
             label = spec["regime"] + (f": {share_range(measured_shares(spec['diagnoses']))}" if spec["diagnoses"] else "")
         claims = build_claims(spec["roles"])
+        aa = spec["roles"].get("aa")
         frames.append(evaluate_claims(claims, spec["eval_root"], spec["runs_root"], args.benchmarks,
-                                      n_boot=args.bootstrap_samples, regime=label))
+                                      n_boot=args.bootstrap_samples, regime=label, rule=rule, aa=aa))
+        if aa:
+            records += _problem_records_of(spec["eval_root"], [aa["a"], aa["b"]], aa["seeds"], args.benchmarks)
         methods |= {m for c in claims for pair in c.comparisons for m in pair}
         records += [p for c in claims for pair in c.comparisons for p in _problem_records_of(
             spec["eval_root"], pair, c.seeds, args.benchmarks)]
@@ -121,9 +132,9 @@ def cmd_claims(args) -> None:
     csv, md = Path(args.out_prefix + ".csv"), Path(args.out_prefix + ".md")
     atomic_write_text(csv, df.to_csv(index=False))
     atomic_write_text(md, render_markdown(df, _samples_per_problem(args.eval_root, args.roles["nudgerl"],
-                                                                    args.roles["seeds"][0])))
+                                                                    args.roles["seeds"][0]), rule))
     html = _markdown_page(md, "The paper's claims beside ours")
-    write_provenance(csv, {"roles": args.roles, "methods": sorted(methods),
+    write_provenance(csv, {"roles": args.roles, "methods": sorted(methods), "verdicts": vars(rule),
                            **({"regime": args.regime, "cells": args.cell} if args.cell else {})},
                      {"runs": args.roles["seeds"]}, sorted(set(map(Path, records))), outputs=[md, html])
     print(md.read_text())
@@ -240,6 +251,54 @@ def cmd_claims_by_regime(args) -> None:
     print(f"{args.out}: matches {' '.join(args.results)}")
 
 
+def cmd_power_table(args) -> None:
+    """A run's power table (--tables, --claims for the A/A SD), or the methods page's block (--doc)."""
+    from nudgerl.io import atomic_write_text, write_provenance
+    from nudgerl.reporting import power
+    from nudgerl.verdicts import VerdictRule
+
+    if args.doc:
+        import copy
+
+        import yaml
+        from snakemake.utils import update_config
+
+        # merged as Snakemake merges --configfile over config/config.yaml (the configs are the workflow's own)
+        base = yaml.safe_load(Path(args.configs[0]).read_text())
+        configs = {}
+        for path in args.configs:
+            merged = copy.deepcopy(base)
+            if path != args.configs[0]:
+                update_config(merged, yaml.safe_load(Path(path).read_text()))
+            configs[Path(path).name] = merged
+        rule = VerdictRule.from_section(((base.get("report") or {}).get("verdicts")))
+        doc = Path(args.doc)
+        text = doc.read_text()
+        try:
+            new = power.replace_block(text, power.doc_block(configs, rule), args.doc)
+        except ValueError as e:
+            raise SystemExit(f"nudgerl power-table: error: {e}")
+        if args.check:
+            if new != text:
+                raise SystemExit(f"nudgerl power-table --check: {args.doc}'s generated block differs from what "
+                                 f"{' '.join(args.configs)} give; regenerate without --check")
+            return
+        atomic_write_text(doc, new)
+        return
+    if not args.tables or not args.out_prefix:
+        raise SystemExit("nudgerl power-table: error: give --tables and --out-prefix (a run's table), or --doc")
+    rule = VerdictRule.from_section(args.verdicts)
+    aa_sd = power.aa_sd_of(args.claims) if args.claims else None
+    table = power.power_table(args.tables, rule, aa_sd)
+    csv, md = Path(args.out_prefix + ".csv"), Path(args.out_prefix + ".md")
+    atomic_write_text(csv, table.to_csv(index=False))
+    atomic_write_text(md, power.render_markdown(table, rule, aa_sd, "this run's A/A pair, tables/claims.csv"))
+    html = _markdown_page(md, "What each table can detect")
+    write_provenance(csv, {"tables": args.tables, "verdicts": vars(rule)}, {}, [args.claims] if args.claims else [],
+                     outputs=[md, html])
+    print(md.read_text())
+
+
 TITLE = "reporting: tables, claims, compute accounting, audit"
 
 
@@ -259,14 +318,14 @@ def cmd_seed_set_agreement(args) -> None:
 
     seed_sets = [_seed_set(s) for s in args.seed_sets]
     try:
-        table = seed_set_agreement(pd.read_csv(args.exploration), seed_sets, args.confidence)
+        table = seed_set_agreement(pd.read_csv(args.exploration), seed_sets, args.confidence, args.alpha)
     except ValueError as e:
         raise SystemExit(f"nudgerl seed-set-agreement: error: {args.exploration}: {e}")
     csv, md = Path(args.out_prefix + ".csv"), Path(args.out_prefix + ".md")
     atomic_write_text(csv, table.to_csv(index=False))
-    atomic_write_text(md, render_agreement(table, seed_sets, args.confidence, label=method_label))
+    atomic_write_text(md, render_agreement(table, seed_sets, args.confidence, label=method_label, alpha=args.alpha))
     html = _markdown_page(md, "Exploration success on two seed sets")
-    write_provenance(csv, {"seed_sets": seed_sets, "confidence": args.confidence},
+    write_provenance(csv, {"seed_sets": seed_sets, "confidence": args.confidence, "alpha": args.alpha},
                      {"seed_sets": seed_sets}, [args.exploration], outputs=[md, html])
     print(md.read_text())
 
@@ -306,6 +365,8 @@ def register(subparsers) -> None:
                         "its share of hard-problem samples exceeds this")
     p.add_argument("--exploration-strategy", default="difference_table", help="the rare-but-right strategy's label")
     p.add_argument("--exploration-confidence", type=float, default=0.95)
+    p.add_argument("--aa", nargs=2, metavar=("METHOD", "REPEAT"),
+                   help="the A/A pair (config report.verdicts.aa): a caption sentence on what identical arms differ by")
 
     p = add_command(subparsers, "replicate-table", cmd_replicate_table,
                     "per-replicate Avg pass@1 and paired difference from Base")
@@ -336,6 +397,9 @@ def register(subparsers) -> None:
     p.add_argument("--roles", type=json_arg, required=True, help="method ids of each role (nudgerl.reporting.claims)")
     p.add_argument("--benchmarks", nargs="+", required=True)
     p.add_argument("--bootstrap-samples", type=int, default=2000)
+    p.add_argument("--verdicts", type=json_arg, default={},
+                   help="the verdict rule's constants (config report.verdicts: alpha, min_replicates, parity_margin) "
+                        "as JSON; the A/A pair comes with --roles (key aa)")
     p.add_argument("--regime", help="the regime of the run's own matrix (e.g. rare); with it every row names its regime")
     p.add_argument("--regime-diagnoses", nargs="+", metavar="PATH",
                    help="the matrix's base-model diagnoses (diagnostics/base_models.csv): the regime's measured share")
@@ -344,6 +408,17 @@ def register(subparsers) -> None:
                         "diagnoses (its base models' diagnosis JSONs); repeatable")
     p.add_argument("--out-prefix", required=True)
 
+    p = add_command(subparsers, "power-table", cmd_power_table,
+                    "what each table's replicates can detect by the verdict rule (80 % power)")
+    p.add_argument("--tables", type=json_arg, help='[{"table": name, "replicates": n per arm}, ...] (a run\'s tables)')
+    p.add_argument("--verdicts", type=json_arg, default={}, help="config report.verdicts as JSON")
+    p.add_argument("--claims", help="the run's tables/claims.csv: its A/A pair's SD gives points")
+    p.add_argument("--out-prefix")
+    p.add_argument("--doc", help="instead: rewrite this page's generated power-table block (docs/methods.md)")
+    p.add_argument("--configs", nargs="+", default=["config/config.yaml", "config/common.yaml", "config/study.yaml"],
+                   help="with --doc: the configurations, each merged over the first")
+    p.add_argument("--check", action="store_true", help="with --doc: fail when the page's block differs")
+
     p = add_command(subparsers, "claims-by-regime", cmd_claims_by_regime,
                     "the claims of several run folders side by side, each labelled with its base models' regime")
     p.add_argument("--results", nargs="+", required=True, help="run folders (results/<run_name>), one column each")
@@ -351,10 +426,12 @@ def register(subparsers) -> None:
     p.add_argument("--check", action="store_true", help="write nothing: exit 2 unless the page matches the runs")
 
     p = add_command(subparsers, "seed-set-agreement", cmd_seed_set_agreement,
-                    "exploration success on two disjoint seed sets: k of n each, whether their intervals overlap")
+                    "exploration success on two disjoint seed sets: k of n each, Boschloo's test between them")
     p.add_argument("--exploration", required=True, help="a run's tables/exploration.csv (one row per run)")
     p.add_argument("--seed-sets", nargs=2, required=True, metavar="SEEDS", help="two comma-separated seed lists")
     p.add_argument("--confidence", type=float, default=0.95)
+    p.add_argument("--alpha", type=float, default=0.05, help="the sets agree when Boschloo's p >= alpha "
+                                                             "(config report.verdicts.alpha)")
     p.add_argument("--out-prefix", required=True)
 
     p = add_command(subparsers, "rl-works", cmd_rl_works,

@@ -125,8 +125,11 @@ def _regime_map_outputs(args, render_table, draw) -> None:
     g = args.grid
     accuracies = g.get("accuracies", [1.0])  # the map's second axis; 1: the first axis' cells
     runs = rm.run_table(Path(args.root), g["shares"], g["methods"], g["seeds"], g["reached"], accuracies)
+    from nudgerl.verdicts import VerdictRule
+
     cells = rm.cell_table(Path(args.root), g["shares"], g["methods"], g["seeds"], g["reached"], g["reference"],
-                          g["against"], n_boot=args.bootstrap_samples, accuracies=accuracies)
+                          g["against"], n_boot=args.bootstrap_samples, accuracies=accuracies,
+                          rule=VerdictRule.from_section(g.get("verdicts")))
     csv, md = Path(args.table_prefix + ".csv"), Path(args.table_prefix + ".md")
     atomic_write_text(csv, runs.to_csv(index=False))
     atomic_write_text(md, render_table(runs, cells, g))
@@ -154,11 +157,15 @@ def cmd_regime_map_baselines(args) -> None:
 
     def draw(runs, cells, g):
         fig, data = figures.regime_map_baselines(runs, cells)
-        verdicts = rm.beats_every_baseline(cells, g["reference"], g["against"])
+        from nudgerl.verdicts import VerdictRule
+
+        verdicts = rm.beats_every_baseline(cells, g["reference"], g["against"], VerdictRule.from_section(g.get("verdicts")))
         return fig, {**data, "beats_every_baseline": {str(k): v for k, v in verdicts.items()}}
 
+    from nudgerl.verdicts import VerdictRule
+
     _regime_map_outputs(args, lambda runs, cells, g: rm.render_baselines_markdown(
-        runs, cells, g["reference"], g["against"], g["samples"]), draw)
+        runs, cells, g["reference"], g["against"], g["samples"], VerdictRule.from_section(g.get("verdicts"))), draw)
 
 
 def cmd_regime_map_accuracy(args) -> None:

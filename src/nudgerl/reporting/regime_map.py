@@ -18,8 +18,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from nudgerl.algorithms import bootstrap_mean_of_means, claim_verdict
+from nudgerl.algorithms import bootstrap_mean_of_means
 from nudgerl.io import read_jsonl
+from nudgerl.verdicts import VerdictRule, claim_verdict, comparison_sides
 
 
 def mixture(weights: dict[str, float], rare: str, share: float) -> dict[str, float]:
@@ -128,9 +129,12 @@ def _final_matrix(root: Path, share: float, method: str, seeds: list[int], reach
 
 
 def cell_table(root: Path, shares, methods, seeds, reached, reference: str, against: list[str],
-               n_boot: int = 2000, accuracies: list[float] = (1.0,)) -> pd.DataFrame:
+               n_boot: int = 2000, accuracies: list[float] = (1.0,), rule: VerdictRule | None = None) -> pd.DataFrame:
     """Per share (and accuracy): every method's mean final hard pass@1 [95 % interval over problems
-    and replicates], and ``reference`` (NudgeRL) minus each of ``against`` (GRPO runs), paired."""
+    and replicates], and ``reference`` (NudgeRL) minus each of ``against`` (GRPO runs), paired; each
+    difference's verdict is the claims' rule over replicates (:mod:`nudgerl.verdicts`), the
+    interval a description."""
+    rule = rule or VerdictRule()
     rows = []
     for share in shares:
         for accuracy in accuracies:
@@ -141,8 +145,12 @@ def cell_table(root: Path, shares, methods, seeds, reached, reference: str, agai
                 rows.append({**at, "method": m, "kind": "pass@1", "mean": mean, "ci_low": lo, "ci_high": hi})
             for other in against:
                 d, lo, hi = bootstrap_mean_of_means([mats[reference] - mats[other]], n_boot=n_boot)
+                per_replicate = mats[reference].mean(axis=0) - mats[other].mean(axis=0)
+                p_for, p_against = comparison_sides(per_replicate)
                 rows.append({**at, "method": f"{reference} - {other}", "kind": "paired difference",
-                             "mean": d, "ci_low": lo, "ci_high": hi, "verdict": claim_verdict([(lo, hi)])})
+                             "mean": d, "ci_low": lo, "ci_high": hi, "replicates": len(seeds), "p_for": p_for,
+                             "p_against": p_against,
+                             "verdict": claim_verdict([(p_for, p_against)], len(seeds), rule)})
     return pd.DataFrame.from_records(rows)
 
 
@@ -151,6 +159,23 @@ def _pct(x):
 
 
 VERDICT_WORD = {"supported": "better", "contradicted": "worse", "inconclusive": "tie"}
+
+
+def verdict_word(verdict: str) -> str:
+    """better / worse / tie for the rule's verdicts; a descriptive row keeps its words."""
+    return VERDICT_WORD.get(verdict, verdict)
+
+
+# How a paired cell's word is decided, for every caption that uses the words.
+WORDS_RULE = ("better / worse / tie = the claims' rule over replicates: an exact sign-flip test of each replicate's "
+              "difference, p < alpha/2 one way or the other, else tie; descriptive (n = k) below the rule's minimum "
+              "replicates; the interval resamples problems and replicates and only describes")
+
+
+def _paired(c) -> str:
+    """A paired difference's entry: mean [interval] (p for / against, its word)."""
+    return (f"{100 * c['mean']:+.1f} [{100 * c.ci_low:+.1f}, {100 * c.ci_high:+.1f}] "
+            f"(p = {c.p_for:.2g} / {c.p_against:.2g}, {verdict_word(c.verdict)})")
 
 
 def _cell_columns(here: pd.DataFrame, methods) -> tuple[list[str], list[str]]:
@@ -165,8 +190,7 @@ def _cell_columns(here: pd.DataFrame, methods) -> tuple[list[str], list[str]]:
     paired = []
     for _, c in here[here.kind == "paired difference"].iterrows():
         a, b = c.method.split(" - ")
-        paired.append(f"{method_label(a)} - {method_label(b)}: {100 * c['mean']:+.1f} [{100 * c.ci_low:+.1f}, "
-                      f"{100 * c.ci_high:+.1f}] ({VERDICT_WORD[c.verdict]})")
+        paired.append(f"{method_label(a)} - {method_label(b)}: {_paired(c)}")
     return parts, paired
 
 
@@ -180,8 +204,8 @@ def render_markdown(runs: pd.DataFrame, cells: pd.DataFrame, reached: float, sam
         f"unhinted share of the always-right strategy (set in the SFT mixture; measured by each base model's "
         f"diagnosis). {replicates} per cell (seeds {', '.join(map(str, seeds))}: base model, RL and "
         f"sampling seed), {samples} samples per problem at each checkpoint (every {every} steps); intervals resample "
-        f"problems and replicates. Paired: NudgeRL minus GRPO on the same base models and problems "
-        f"(better / worse / tie = interval above 0 / below 0 / contains 0).**",
+        f"problems and replicates. Paired: NudgeRL minus GRPO on the same base models and problems, p for / "
+        f"against ({WORDS_RULE}).**",
         "",
         "| share set | share measured (per replicate) | " + " | ".join(method_label(m) for m in runs.method.unique())
         + " | paired |",
@@ -205,7 +229,7 @@ def render_markdown(runs: pd.DataFrame, cells: pd.DataFrame, reached: float, sam
 
 
 def render_baselines_markdown(runs: pd.DataFrame, cells: pd.DataFrame, reference: str, against: list[str],
-                              samples: int) -> str:
+                              samples: int, rule: VerdictRule | None = None) -> str:
     """The baselines' sub-grid: per share set and method, final hard pass@1 with its interval and
     the mean rollout tokens; NudgeRL minus each baseline, paired; and per share set the verdict of
     "NudgeRL beats every baseline" by the claims' rule (every paired interval above 0)."""
@@ -217,7 +241,7 @@ def render_baselines_markdown(runs: pd.DataFrame, cells: pd.DataFrame, reference
         f"problems [95 % interval over problems and replicates] and rollout tokens generated in training (thousands, "
         f"mean), {len(seeds)} replicate{'s' if len(seeds) != 1 else ''} per cell (seeds {', '.join(map(str, seeds))}), "
         f"every method on the same base models, {samples} samples per problem. {method_label(reference)} minus each "
-        f"method, paired (better / worse / tie = interval above 0 / below 0 / contains 0).**",
+        f"method, paired, p for / against ({WORDS_RULE}).**",
         "",
         "| share set | method | final hard pass@1 | rollout tokens (k) | " + method_label(reference) + " minus it |",
         "|---|---|---|---|---|",
@@ -228,24 +252,25 @@ def render_baselines_markdown(runs: pd.DataFrame, cells: pd.DataFrame, reference
             c = here[(here.method == m) & (here.kind == "pass@1")].iloc[0]
             tokens = sub[sub.method == m].rollout_tokens.mean()
             paired = here[(here.method == f"{reference} - {m}") & (here.kind == "paired difference")]
-            diff = "" if paired.empty else (
-                f"{100 * paired['mean'].iloc[0]:+.1f} [{100 * paired.ci_low.iloc[0]:+.1f}, "
-                f"{100 * paired.ci_high.iloc[0]:+.1f}] ({VERDICT_WORD[paired.verdict.iloc[0]]})")
+            diff = "" if paired.empty else _paired(paired.iloc[0])
             lines.append(f"| {100 * share:g} % | {method_label(m)} | {_pct(c['mean'])} [{_pct(c.ci_low)}, "
                          f"{_pct(c.ci_high)}] | {tokens / 1e3:.0f} | {diff} |")
-    lines += ["", f"**{method_label(reference)} beats every baseline** (the claims' verdict rule over the paired "
-                  "intervals above; ours, not the paper's claim):", "", "| share set | verdict |", "|---|---|"]
-    for share, verdict in beats_every_baseline(cells, reference, against).items():
+    lines += ["", f"**{method_label(reference)} beats every baseline** (the claims' verdict rule over replicates on "
+                  "the paired comparisons above; ours, not the paper's claim):", "", "| share set | verdict |", "|---|---|"]
+    for share, verdict in beats_every_baseline(cells, reference, against, rule).items():
         lines.append(f"| {100 * share:g} % | **{verdict}** |")
     return "\n".join(lines) + "\n"
 
 
-def beats_every_baseline(cells: pd.DataFrame, reference: str, against: list[str]) -> dict[float, str]:
-    """Per share set: claim_verdict over ``reference`` minus each of ``against`` (paired intervals)."""
+def beats_every_baseline(cells: pd.DataFrame, reference: str, against: list[str],
+                         rule: VerdictRule | None = None) -> dict[float, str]:
+    """Per share set: the claims' rule over ``reference`` minus each of ``against`` (each
+    comparison's (p for, p against) over the cell's replicates)."""
+    rule = rule or VerdictRule()
     out = {}
     for share, here in cells.groupby("share_set", sort=True):
         pairs = here[here.method.isin([f"{reference} - {m}" for m in against])]
-        out[float(share)] = claim_verdict(list(zip(pairs.ci_low, pairs.ci_high)))
+        out[float(share)] = claim_verdict(list(zip(pairs.p_for, pairs.p_against)), int(pairs.replicates.iloc[0]), rule)
     return out
 
 
@@ -266,8 +291,7 @@ def render_accuracy_markdown(runs: pd.DataFrame, cells: pd.DataFrame, checkpoint
         f"hint-free completion started with the strategy's first line. {len(seeds)} "
         f"replicate{'s' if len(seeds) != 1 else ''} per cell (seeds {', '.join(map(str, seeds))}), {samples} "
         f"sample{'s' if samples != 1 else ''} per problem at each checkpoint; intervals resample problems and replicates; accuracy set 1 is the map's own "
-        f"cell. Paired: NudgeRL minus each method on the same base models (better / worse / tie = interval above 0 / "
-        f"below 0 / contains 0).**",
+        f"cell. Paired: NudgeRL minus each method on the same base models, p for / against ({WORDS_RULE}).**",
         "",
         "| accuracy set | accuracy measured (per replicate) | share measured | hinted pass@1 | "
         + " | ".join(method_label(m) for m in methods) + " | paired |",

@@ -46,6 +46,7 @@ def table_sources(run: Path) -> list[TableSource]:
               TableSource("Table 1 per replicate", "tables/table1_replicates.md", f"rule `replicate_table` {report}"),
               TableSource("Exploration success", "tables/exploration.md", f"rule `exploration_table` {report}"),
               TableSource("The paper's claims beside ours", "tables/claims.md", f"rule `claims` {report}"),
+              TableSource("What each table can detect", "tables/power.md", f"rule `power_table` {report}"),
               *ablations,
               TableSource("The field's exploration fixes", "tables/baselines.md", f"rule `baselines_table` {report}"),
               TableSource("Base models of the replicates", "diagnostics/base_models.md",

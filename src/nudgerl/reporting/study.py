@@ -5,9 +5,11 @@ Two questions the default cannot answer with its few replicates:
 * **Seed-set agreement.** Exploration success (k of n replicates found the rare-but-right
   strategy, :mod:`nudgerl.reporting.exploration`) measured on two disjoint sets of seeds. If
   the success probability is a property of the method and regime, not of the machine or the
-  seeds, the two sets' exact intervals overlap; Fisher's exact test of set A's k/n against set
-  B's says how surprising their difference is. A stand-in for a second machine: another
-  machine draws other base models, which is what another seed set is.
+  seeds, the two sets are one binomial: Boschloo's exact test of set A's k/n against set B's
+  (:func:`nudgerl.verdicts.found_homogeneity_p`) decides whether they agree (p >= alpha), and the
+  caption says which difference it could have detected with 80 % power (overlapping intervals
+  are no test: at 6 replicates a set they almost always overlap). A stand-in for a second
+  machine: another machine draws other base models, which is what another seed set is.
 * **RL works at all** in a common regime (the regime map's cells where the strategy is not
   rare): every replicate's GRPO run ends above its own base model (step 0 of its curve). In
   the rare regime a run that learns nothing is the phenomenon; here it would be a bug.
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from nudgerl.algorithms import clopper_pearson, fisher_exact
+from nudgerl.verdicts import detectable_rate, exact_interval, found_homogeneity_p
 
 
 def check_seed_sets(seed_sets: list[list[int]], seeds: list[int], where: str = "study.seed_sets") -> list[str]:
@@ -37,8 +39,10 @@ def check_seed_sets(seed_sets: list[list[int]], seeds: list[int], where: str = "
     return problems
 
 
-def seed_set_agreement(runs: pd.DataFrame, seed_sets: list[list[int]], confidence: float = 0.95) -> pd.DataFrame:
-    """Per method: k of n found in each seed set, exact intervals, whether they overlap, Fisher's p.
+def seed_set_agreement(runs: pd.DataFrame, seed_sets: list[list[int]], confidence: float = 0.95,
+                       alpha: float = 0.05) -> pd.DataFrame:
+    """Per method: k of n found in each seed set, exact intervals, Boschloo's p between the sets, and
+    whether they agree (p >= ``alpha``).
 
     ``runs``: one row per run with columns method, seed, run_found (tables/exploration.csv).
     """
@@ -55,21 +59,32 @@ def seed_set_agreement(runs: pd.DataFrame, seed_sets: list[list[int]], confidenc
             if missing:
                 raise ValueError(f"exploration runs: method {method!r} has no run for seeds {missing} of seed set {tag}")
             k, n = int(sub.run_found.astype(bool).sum()), len(sub)
-            low, high = clopper_pearson(k, n, 1 - confidence)
+            low, high = exact_interval(k, n, confidence)
             row.update({f"found_{tag}": k, f"replicates_{tag}": n, f"ci_low_{tag}": low, f"ci_high_{tag}": high})
-        row["overlap"] = max(row["ci_low_a"], row["ci_low_b"]) <= min(row["ci_high_a"], row["ci_high_b"])
-        row["p_between_sets"] = fisher_exact(row["found_a"], row["replicates_a"], row["found_b"], row["replicates_b"])
+        row["p_between_sets"] = found_homogeneity_p(row["found_a"], row["replicates_a"], row["found_b"],
+                                                    row["replicates_b"])
+        row["test"] = "Boschloo exact"
+        row["agree"] = row["p_between_sets"] >= alpha
         out.append(row)
     return pd.DataFrame(out)
 
 
-def render_agreement(table: pd.DataFrame, seed_sets: list[list[int]], confidence: float, label=lambda m: m) -> str:
-    agree = int(table.overlap.sum())
+def _detectable(n: int, p1: float, alpha: float) -> str:
+    p2 = detectable_rate(n, p1, alpha)
+    return f"{100 * p1:.0f} % against {100 * p2:.0f} %" if p2 is not None else f"nothing from {100 * p1:.0f} %"
+
+
+def render_agreement(table: pd.DataFrame, seed_sets: list[list[int]], confidence: float, label=lambda m: m,
+                     alpha: float = 0.05) -> str:
+    agree = int(table.agree.sum())
+    n = min(len(seed_sets[0]), len(seed_sets[1]))
     lines = [
         f"**Exploration success on two disjoint seed sets: A = seeds {', '.join(map(str, seed_sets[0]))}; "
         f"B = seeds {', '.join(map(str, seed_sets[1]))}. k of n replicates found the rare-but-right strategy, "
-        f"{100 * confidence:g} % exact (Clopper-Pearson) intervals; the sets agree when their intervals overlap; "
-        f"p: Fisher's exact test of A against B. {agree} of {len(table)} methods agree.**",
+        f"{100 * confidence:g} % exact (Clopper-Pearson) intervals; p: Boschloo's exact test of one success "
+        f"probability in both sets; they agree when p >= {alpha:g}. {agree} of {len(table)} methods agree. What it "
+        f"could detect, with 80 % power at {n} replicates a set: {_detectable(n, 0.1, alpha)}, "
+        f"{_detectable(n, 0.5, alpha)}; a smaller difference between the sets would mostly pass as agreement.**",
         "",
         "| Method | Set A | Set B | Agree | p |",
         "|---|---|---|---|---|",
@@ -77,7 +92,7 @@ def render_agreement(table: pd.DataFrame, seed_sets: list[list[int]], confidence
     for r in table.itertuples():
         cells = [f"{getattr(r, f'found_{t}')} of {getattr(r, f'replicates_{t}')} "
                  f"[{100 * getattr(r, f'ci_low_{t}'):.0f}, {100 * getattr(r, f'ci_high_{t}'):.0f}] %" for t in "ab"]
-        lines.append(f"| {label(r.method)} | {cells[0]} | {cells[1]} | {'yes' if r.overlap else '**no**'} "
+        lines.append(f"| {label(r.method)} | {cells[0]} | {cells[1]} | {'yes' if r.agree else '**no**'} "
                      f"| {r.p_between_sets:.3g} |")
     return "\n".join(lines) + "\n"
 

@@ -77,6 +77,27 @@ def per_problem_matrix(eval_root: Path, method: str, bench: str, seeds: list[int
     return np.array(cols).T, n
 
 
+def replicate_avg(eval_root, method: str, benchmarks, seeds) -> np.ndarray:
+    """Each replicate's Avg pass@1: per seed, the mean over benchmarks of the mean over problems of c/n."""
+    return np.mean([per_problem_matrix(eval_root, method, b, seeds)[0].mean(axis=0) for b in benchmarks], axis=0)
+
+
+def aa_caption(eval_root, aa: tuple[str, str], benchmarks, seeds) -> str:
+    """Table 1's sentence on the A/A pair: two identical arms' difference of Avg pass@1 on these
+    replicates, its SD per replicate and its spread (:func:`nudgerl.verdicts.aa_spread`)."""
+    from nudgerl.verdicts import aa_spread
+
+    a, b = aa
+    d = replicate_avg(eval_root, a, benchmarks, seeds) - replicate_avg(eval_root, b, benchmarks, seeds)
+    if len(d) < 2:
+        return ""
+    noise = aa_spread(d, d)
+    return (f" A/A: {method_label(a)} trained and evaluated twice on the same base models (other RL and sampling "
+            f"seeds) differs from itself by {100 * noise['aa_mean']:+.1f} points of Avg pass@1 (SD "
+            f"{100 * noise['aa_sd']:.1f} per replicate; spread ±{100 * noise['aa_spread']:.1f}): an Avg difference "
+            f"between two methods inside that is what identical arms reach.")
+
+
 def paired_avg_difference(eval_root, a: str, b: str, benchmarks, seeds, n_boot: int = 2000) -> tuple:
     """Avg pass@1 of ``a`` minus ``b`` on the same problems and replicates, with its interval."""
     diffs = []
@@ -166,7 +187,7 @@ def add_exploration(df: pd.DataFrame, eval_root, methods, benchmarks, seeds, str
 
 
 def render(df: pd.DataFrame, methods, benchmarks, seeds, samples, title="Table 1", labels=None,
-           reference=None, exploration: dict | None = None) -> tuple[str, str]:
+           reference=None, exploration: dict | None = None, aa_sentence: str = "") -> tuple[str, str]:
     labels = labels or [method_label(m) for m in methods]
     cols = [BENCHMARK_LABELS.get(b, b) for b in benchmarks] + ["Avg"]
     caption = (
@@ -175,7 +196,8 @@ def render(df: pd.DataFrame, methods, benchmarks, seeds, samples, title="Table 1
     )
     if reference:
         caption += (f" † = differs from {method_label(reference)} on that benchmark (paired sign-flip "
-                    f"permutation test over problems, p < {SIGNIFICANCE:g}; p-values in the CSV).")
+                    f"permutation test over problems, p < {SIGNIFICANCE:g}; p-values in the CSV): a mark over "
+                    f"problems within these replicates, no verdict; verdicts are over replicates (the claims).")
     if exploration:
         cols.append("Found")
         caption += (f" Found = exploration success: replicates whose hint-free policy uses the rare-but-right "
@@ -183,6 +205,7 @@ def render(df: pd.DataFrame, methods, benchmarks, seeds, samples, title="Table 1
                     f"{100 * exploration['success_share']:g} % of its samples on the hard benchmark problems, "
                     f"k of n with a {100 * exploration.get('confidence', 0.95):g} % exact (Clopper-Pearson) "
                     f"interval (tables/exploration has each run's share and Fisher's test).")
+    caption += aa_sentence
     md = [f"**{caption}**", "", "| Method | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
     tex = [
         r"\begin{table}[t]", r"\centering", rf"\caption{{{_tex(caption)}}}",
@@ -203,16 +226,17 @@ def render(df: pd.DataFrame, methods, benchmarks, seeds, samples, title="Table 1
 
 
 def write_table(eval_root, methods, benchmarks, seeds, out_prefix, title, n_boot=2000, labels=None,
-                reference=None, exploration: dict | None = None) -> list[Path]:
+                reference=None, exploration: dict | None = None, aa: tuple[str, str] | None = None) -> list[Path]:
     """A results table (Table 1 or an ablation): one row per method, benchmark columns and Avg;
     with ``reference``, a paired test of every other method against it per benchmark; with
-    ``exploration`` ({strategy, success_share, confidence}), each method's exploration success."""
+    ``exploration`` ({strategy, success_share, confidence}), each method's exploration success;
+    with ``aa`` (the A/A pair's two run ids), a caption sentence on what identical arms differ by."""
     df, samples = build_table(eval_root, methods, benchmarks, seeds, n_boot=n_boot, reference=reference)
     if exploration:
         df = add_exploration(df, eval_root, methods, benchmarks, seeds, **exploration)
     labels = labels or [method_label(m) for m in methods]
     md, tex = render(df, methods, benchmarks, seeds, samples, title=title, labels=labels, reference=reference,
-                     exploration=exploration)
+                     exploration=exploration, aa_sentence=aa_caption(eval_root, aa, benchmarks, seeds) if aa else "")
     df.insert(1, "label", [labels[methods.index(m)] for m in df.method])
     # a prefix, not a file name: "baselines_share0.3" keeps its ".3" (Path.with_suffix would drop it)
     paths = [Path(f"{out_prefix}{ext}") for ext in (".csv", ".md", ".tex", ".html")]
