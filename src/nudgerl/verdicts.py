@@ -34,8 +34,7 @@ from scipy import stats
 
 SUPERIORITY = "superiority"
 PARITY = "parity"
-# The largest replicate count whose sign patterns are enumerated (2^13 = 8192 < n_resamples)
-EXACT_UP_TO = 13
+# Resamples when 2^n sign patterns exceed them (n > 13); below that scipy enumerates every pattern
 N_RESAMPLES = 9999
 
 
