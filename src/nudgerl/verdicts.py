@@ -63,10 +63,15 @@ class VerdictRule:
     @classmethod
     def from_section(cls, section: dict | None) -> "VerdictRule":
         """From config ``report.verdicts`` (its ``aa`` key, the A/A pair, is the plan's business)."""
-        return cls(**{k: v for k, v in (section or {}).items() if k != "aa"})
+        return cls(**rule_constants(section))
 
     def descriptive(self, n: int) -> str:
         return f"descriptive (n = {n})"
+
+
+def rule_constants(section: dict | None) -> dict:
+    """config ``report.verdicts`` less its A/A pair: the rule's own constants, as the rules pass them on."""
+    return {k: v for k, v in (section or {}).items() if k != "aa"}
 
 
 def smallest_one_sided_p(n: int) -> float:

@@ -44,7 +44,9 @@ class PlanArguments:
         self.EXPLORATION_SHARE = exploration.get("success_share", 0.5)
         self.EXPLORATION_CONFIDENCE = exploration.get("confidence", 0.95)
         # The verdict rule over replicates (report.verdicts, less its A/A pair: PlanMethods), as JSON
-        verdicts = {k: v for k, v in (config.get("report", {}).get("verdicts") or {}).items() if k != "aa"}
+        from nudgerl.verdicts import rule_constants
+
+        verdicts = rule_constants(config.get("report", {}).get("verdicts"))
         self.VERDICTS = json.dumps(verdicts, sort_keys=True)
         self.VERDICT_ALPHA = verdicts.get("alpha", 0.05)
         from nudgerl.reporting.power import config_tables

@@ -27,6 +27,7 @@ class PlanRegimeMap:
         self.RMAP_ACCURACY_OUTPUTS = []  # the second axis' table and figure (regime_map_accuracy)
         if self.RMAP:
             from nudgerl.reporting.regime_map import cell_tag
+            from nudgerl.verdicts import rule_constants
 
             self.RMAP_DIR = f"{paths.RESULTS}/regime_map"
             # a cell's folder: share<s> (the first axis), share<s>_accuracy<a> (the second)
@@ -36,8 +37,7 @@ class PlanRegimeMap:
                               "reference": methods.NUDGE_MAIN,
                               "against": [m for m in self.RMAP["methods"] if m != methods.NUDGE_MAIN],
                               # the verdict rule over replicates (report.verdicts; its A/A pair is the matrix's)
-                              "verdicts": {k: v for k, v in ((config.get("report") or {}).get("verdicts") or {}).items()
-                                           if k != "aa"}}
+                              "verdicts": rule_constants((config.get("report") or {}).get("verdicts"))}
             # The baselines' sub-grid: the cells of `shares` (default every cell), fewer replicates; on those the map's own methods
             # are its comparison (their runs exist already), NudgeRL paired against each baseline.
             # RMAP_BASELINES: the ones the map does not train already.
