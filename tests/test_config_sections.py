@@ -27,7 +27,8 @@ PARAMS = yaml.safe_load((REPO / "params.yaml").read_text())
 SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
 # Every configuration in config/, as Snakemake sees it: each file merged over config.yaml, key by key.
 OVERLAYS = {"config.yaml": [], "common.yaml": ["common.yaml"], "study.yaml": ["study.yaml"], "smoke.yaml": ["smoke.yaml"], "paper.yaml": ["paper.yaml"],
-            "paper.yaml+offline.yaml": ["paper.yaml", "offline.yaml"], "smollm2.yaml": ["smollm2.yaml"],
+            "paper.yaml+offline.yaml": ["paper.yaml", "offline.yaml"], "paper.yaml+pilot.yaml": ["paper.yaml", "pilot.yaml"],
+            "smollm2.yaml": ["smollm2.yaml"],
             "smollm2_arith.yaml": ["smollm2_arith.yaml"]}
 
 # Config sections read into a dataclass (the rules pass them as JSON to the training CLIs).

@@ -252,3 +252,33 @@ def test_multi_gpu_training_runs_under_accelerate(paper_dry_run):
                         "--num_processes 4 -m nudgerl.cli train-grpo" in j for j in grpo)
     nudge = [j for j in out.split("\nrule ")[1:] if j.startswith("train_nudgerl:")]
     assert nudge and all("} nudgerl train-nudgerl" in j and "accelerate" not in j for j in nudge)  # still one GPU
+
+
+def test_the_pilot_runs_every_gpu_rule_of_the_paper_once_small_and_apart(paper_dry_run, tmp_path):
+    """config/pilot.yaml over config/paper.yaml: every GPU rule of the paper's DAG has jobs, none
+    writes under results/paper/, training takes a few steps, evaluation a few samples, and its
+    planned GPU-hours are a small share of the paper's (nudgerl plan-cost)."""
+    import sys
+
+    from nudgerl.reporting import gpu_hours
+
+    workdir, out = paper_dry_run
+    proc = subprocess.run(["snakemake", "all", "-n", "-p", "--configfile", "config/paper.yaml", "config/pilot.yaml",
+                           "--profile", "profiles/slurm"], cwd=workdir, capture_output=True, text=True, timeout=300,
+                          env={**{k: v for k, v in os.environ.items() if k != GPU_TYPE_VAR}, **CLUSTER_ENV})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    pilot = jobs_of(proc.stdout + proc.stderr)
+    assert {j["rule"] for j in jobs_of(out)} & set(GPU_RULES) == {j["rule"] for j in pilot} & set(GPU_RULES)
+    assert not [j for j in pilot if "results/paper/" in j["text"]]
+    for job in (j for j in pilot if j["rule"] in TRAIN_RULES):
+        assert '"max_steps": 4' in job["shell"], job["shell"][:400]
+    assert all('"samples_per_problem": 2' in j["shell"] for j in pilot if j["rule"] == "evaluate")
+
+    def planned(*configs):
+        cmd = [sys.executable, "-m", "nudgerl.cli", "plan-cost", "--configfile", *configs]
+        done = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return float(re.search(r"\*\*total\*\* \| \| \d+ \| \*\*([\d,.]+)\*\*", done.stdout).group(1).replace(",", ""))
+
+    assert gpu_hours.BEGIN  # the same command that generates docs/cluster.md's block
+    assert planned("config/paper.yaml", "config/pilot.yaml") < 0.02 * planned("config/paper.yaml")

@@ -6,6 +6,8 @@ training run and its evaluation. Checked: every job ran as a Slurm job (none on 
 node), the per-rule requests and the account and partition from the environment reached
 Slurm, a training job killed by Slurm resumes from its checkpoint on the rerun, a failing job
 fails the run and names its log, and unfilled profile settings stop a run before any submit.
+A training job that fails for another reason than the planned stop is not retried, and a run
+whose recorded job is still alive in Slurm is not trained by a second job.
 A GPU job on the node's fake GPUs (scripts/slurm-local.sh): the GPU type from the environment
 reaches Slurm, and the job, finding no CUDA, fails fast with the hardware message.
 
@@ -278,3 +280,69 @@ def test_gpu_job_asks_for_the_clusters_gpu_type_and_fails_fast_without_cuda(work
     # scheduler did its part and the torch build / driver is what to check.
     assert re.search(r"CUDA_VISIBLE_DEVICES = '\d'", log) and "the scheduler assigned GPUs" in log, log
     assert not (workdir / "results" / "smoke" / "eval" / "base" / "seed0").exists()
+
+
+TRAIN_TARGET = "results/smoke/runs/nudgerl2/seed0/model"
+TRAIN_RUN = "results/smoke/runs/nudgerl2/seed0"
+
+
+def test_a_failed_training_job_is_not_retried_and_a_live_job_locks_its_run(workdir, partition):
+    """The training rule's retries (nudgerl.training.attempts) through Slurm: a job that fails
+    for a reason a retry meets again (a corrupt training file) records it, and its two retries
+    refuse at once, naming the error and the log. A run whose recorded job is still alive in
+    Slurm (a Snakemake restart's resubmission) is not trained by a second job; once that job is
+    gone the next invocation trains (and meets the corrupt file again)."""
+    # Stand-in inputs: only train_nudgerl may run, and it fails reading the training file.
+    data = workdir / "results" / "smoke"
+    (data / "models" / "base" / "seed0").mkdir(parents=True)
+    for path, text in (("diagnostics/base_model/seed0.regime.json", "{}"), ("data/train.jsonl", "{not json\n"),
+                       ("pools/pools_organism.jsonl", "")):
+        (data / path).parent.mkdir(parents=True, exist_ok=True)
+        (data / path).write_text(text)
+    log, run = workdir / TRAIN_LOG, workdir / TRAIN_RUN
+
+    def train(retries: int):
+        command = ["snakemake", TRAIN_TARGET, "--profile", "profiles/slurm", "--configfile", "config/smoke.yaml",
+                   "--allowed-rules", "train_nudgerl", "--jobs", "1", "--slurm-status-command", "squeue",
+                   "--slurm-init-seconds-before-status-checks", "2", "--latency-wait", "5", "--retries", str(retries)]
+        return subprocess.run(command, cwd=workdir, capture_output=True, text=True, timeout=600, env=_env(partition))
+
+    # 1. Three attempts (retries 2): the first fails on the file, the other two refuse.
+    proc = train(retries=2)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert len(SUBMITTED.findall(proc.stderr)) == 3, proc.stderr[-3000:]
+    text = log.read_text()
+    assert text.count("train.jsonl:1: not valid JSON") == 3, text  # the failure, then named by both refusals
+    assert text.count("not retried, an earlier attempt of this job failed") == 2, text
+    assert TRAIN_LOG in text.split("not retried", 1)[1], text
+    failure = json.loads((run / "failed.json").read_text())
+    assert failure["attempt"] == 1 and failure["slurm_job_id"] and "not valid JSON" in failure["error"]
+
+    # 2. A live job recorded on the run (as a resubmission after a Snakemake restart finds it).
+    live = subprocess.run(["sbatch", "--parsable", "-A", ACCOUNT, "-p", partition, "-t", "10", "-c", "1",
+                           "--mem", "100M", "--wrap", "sleep 300"],
+                          capture_output=True, text=True, check=True).stdout.strip().split(";")[0]
+    try:
+        deadline = time.monotonic() + 60
+        while _squeue([live])[live]["state"] != "RUNNING":
+            assert time.monotonic() < deadline, _squeue([live])
+            time.sleep(0.5)
+        record = json.loads((run / "attempt.json").read_text())
+        (run / "attempt.json").write_text(json.dumps({**record, "slurm_job_id": live}))
+        before = log.read_text()
+        blocked = train(retries=0)
+        assert blocked.returncode == 1
+        new = log.read_text()[len(before):]
+        assert f"another job of this run is alive (Slurm job {live} is RUNNING" in new, new
+        assert "not valid JSON" not in new  # refused before training began
+    finally:
+        subprocess.run(["scancel", live], check=True)
+    # 3. The predecessor gone: the next invocation trains (its first attempt) and fails on the file.
+    deadline = time.monotonic() + 60
+    while _squeue([live])[live]["state"] not in ("CANCELLED", "COMPLETED"):
+        assert time.monotonic() < deadline, _squeue([live])
+        time.sleep(0.5)
+    before = log.read_text()
+    again = train(retries=0)
+    assert again.returncode == 1
+    assert "train.jsonl:1: not valid JSON" in log.read_text()[len(before):]

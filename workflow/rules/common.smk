@@ -151,6 +151,7 @@ nudge_pools = PLAN.methods.nudge_pools
 model_dir = PLAN.paths.model_dir
 model_arg = PLAN.paths.model_arg
 launcher = PLAN.resources.launcher
+attempt_number = PLAN.resources.attempt_number
 inference_launcher = PLAN.resources.inference_launcher
 result_outputs = PLAN.result_outputs
 final_outputs = PLAN.final_outputs

@@ -22,6 +22,7 @@ rule train_grpo:
     retries: TRAIN_RETRIES
     resources:
         **rule_resources("train_grpo", mem_mb=3000),
+        attempt=attempt_number,  # the launcher passes it on: only a first attempt retries a failed run
     conda:
         "../envs/nudgerl.yaml"
     log:
@@ -29,7 +30,7 @@ rule train_grpo:
     benchmark:
         f"{RESULTS}/benchmarks/train_grpo/grpo{{n}}_seed{{seed}}.tsv"
     shell:
-        "{params.hub_offline}{params.launch} train-grpo --model {params.model} {params.prompt} --train {input.train} --num-generations {wildcards.n} "
+        "{params.hub_offline}NUDGERL_LOG={log:q} {params.launch} train-grpo --model {params.model} {params.prompt} --train {input.train} --num-generations {wildcards.n} "
         "--seed {wildcards.seed} --params {params.cfg:q} --threads {threads} --out-dir {params.run_dir} "
         ">> {log} 2>&1"
 
@@ -56,6 +57,7 @@ rule train_grpo_repeat:
     retries: TRAIN_RETRIES
     resources:
         **rule_resources("train_grpo", mem_mb=3000),
+        attempt=attempt_number,  # the launcher passes it on: only a first attempt retries a failed run
     conda:
         "../envs/nudgerl.yaml"
     log:
@@ -63,7 +65,7 @@ rule train_grpo_repeat:
     benchmark:
         f"{RESULTS}/benchmarks/train_grpo/grpo{{n}}_aa_seed{{seed}}.tsv"
     shell:
-        "{params.hub_offline}{params.launch} train-grpo --model {params.model} {params.prompt} --train {input.train} --num-generations {wildcards.n} "
+        "{params.hub_offline}NUDGERL_LOG={log:q} {params.launch} train-grpo --model {params.model} {params.prompt} --train {input.train} --num-generations {wildcards.n} "
         "--seed {params.rl_seed} --params {params.cfg:q} --threads {threads} --out-dir {params.run_dir} "
         ">> {log} 2>&1"
 
@@ -92,6 +94,7 @@ rule train_nudgerl:
     retries: TRAIN_RETRIES
     resources:
         **rule_resources("train_nudgerl", mem_mb=3000),
+        attempt=attempt_number,  # the launcher passes it on: only a first attempt retries a failed run
     conda:
         "../envs/nudgerl.yaml"
     log:
@@ -99,7 +102,7 @@ rule train_nudgerl:
     benchmark:
         f"{RESULTS}/benchmarks/train_nudgerl/{{method}}_seed{{seed}}.tsv"
     shell:
-        "{params.hub_offline}{params.launch} train-nudgerl --model {params.model} {params.prompt} --train {input.train} --pools {input.pools} "
+        "{params.hub_offline}NUDGERL_LOG={log:q} {params.launch} train-nudgerl --model {params.model} {params.prompt} --train {input.train} --pools {input.pools} "
         "--seed {wildcards.seed} --params {params.cfg:q} --nudge {params.nudge:q} --threads {threads} "
         "--out-dir {params.run_dir} >> {log} 2>&1"
 
@@ -126,6 +129,7 @@ rule train_pope:
     retries: TRAIN_RETRIES
     resources:
         **rule_resources("train_pope", mem_mb=3000),
+        attempt=attempt_number,  # the launcher passes it on: only a first attempt retries a failed run
     conda:
         "../envs/nudgerl.yaml"
     log:
@@ -133,7 +137,7 @@ rule train_pope:
     benchmark:
         f"{RESULTS}/benchmarks/train_pope/pope{{n}}_seed{{seed}}.tsv"
     shell:
-        "{params.hub_offline}{params.launch} train-pope --model {params.model} {params.prompt} --train {input.train} --oracles {input.oracles} "
+        "{params.hub_offline}NUDGERL_LOG={log:q} {params.launch} train-pope --model {params.model} {params.prompt} --train {input.train} --oracles {input.oracles} "
         "--num-generations {wildcards.n} --seed {wildcards.seed} --params {params.cfg:q} --pope {params.pope:q} "
         "--threads {threads} --out-dir {params.run_dir} >> {log} 2>&1"
 
@@ -158,6 +162,7 @@ rule train_grpo_eps:
     retries: TRAIN_RETRIES
     resources:
         **rule_resources("train_grpo_eps", mem_mb=3000),
+        attempt=attempt_number,  # the launcher passes it on: only a first attempt retries a failed run
     conda:
         "../envs/nudgerl.yaml"
     log:
@@ -165,7 +170,7 @@ rule train_grpo_eps:
     benchmark:
         f"{RESULTS}/benchmarks/train_grpo/grpo{{n}}_eps{{eps}}_seed{{seed}}.tsv"
     shell:
-        "{params.hub_offline}{params.launch} train-grpo --model {params.model} {params.prompt} --train {input.train} "
+        "{params.hub_offline}NUDGERL_LOG={log:q} {params.launch} train-grpo --model {params.model} {params.prompt} --train {input.train} "
         "--num-generations {wildcards.n} --seed {wildcards.seed} --params {params.cfg:q} --threads {threads} "
         "--out-dir {params.run_dir} >> {log} 2>&1"
 
@@ -195,6 +200,7 @@ if BASELINES:
         retries: TRAIN_RETRIES
         resources:
             **rule_resources("train_baseline", mem_mb=3000),
+            attempt=attempt_number,  # the launcher passes it on: only a first attempt retries a failed run
         conda:
             "../envs/nudgerl.yaml"
         log:
@@ -202,6 +208,6 @@ if BASELINES:
         benchmark:
             f"{RESULTS}/benchmarks/train_baseline/{{method}}_seed{{seed}}.tsv"
         shell:
-            "{params.hub_offline}{params.launch} train-grpo --model {params.model} {params.prompt} --train {input.train} "
+            "{params.hub_offline}NUDGERL_LOG={log:q} {params.launch} train-grpo --model {params.model} {params.prompt} --train {input.train} "
             "--num-generations {params.n} --seed {wildcards.seed} --params {params.cfg:q} --threads {threads} "
             "--out-dir {params.run_dir} >> {log} 2>&1"

@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 import re
 
+from nudgerl.training.attempts import ATTEMPT_VAR
+
 # The cluster's name for its GPU type (its GRES type, e.g. h100, a100_80g), from the
 # environment like the Slurm account and partition (profiles/slurm): a tracked config cannot
 # know it, and a type the cluster does not have is rejected at submission ("Requested node
@@ -108,6 +110,11 @@ class PlanResources:
         gpus = int(getattr(resources, "gpu", 0) or 0)
         # environment assignments first: they must precede the command words in the shell
         env = "NUDGERL_REQUIRE_CUDA=1 " if gpus >= 1 else ""
+        attempt = getattr(resources, "attempt", None)
+        if attempt is not None:
+            # which try of this job it is: a retry of a run that failed (not the planned stop,
+            # exit 75) refuses at once (nudgerl.training.attempts)
+            env += f"{ATTEMPT_VAR}={int(attempt)} "
         budget = time_budget(getattr(resources, "runtime", None))
         if gpus <= 1:
             return f"{env}{budget}nudgerl"
@@ -115,6 +122,12 @@ class PlanResources:
         cfg = acc.get("config_file", "workflow/accelerate/deepspeed_zero2.yaml")
         env += "".join(f"{k}={v} " for k, v in launcher_signal_env().items())
         return f"{env}{budget}accelerate launch --config_file {cfg} --num_processes {gpus} -m nudgerl.cli"
+
+    @staticmethod
+    def attempt_number(wildcards, attempt):
+        """A training rule's resource ``attempt``: Snakemake's try of this job (1, then 2, ...
+        on each retry), for the launcher to pass on (NUDGERL_ATTEMPT)."""
+        return attempt
 
     def inference_launcher(self, wildcards, resources):
         """A job's `nudgerl`, with NUDGERL_REQUIRE_CUDA=1 when it was given a GPU (resources

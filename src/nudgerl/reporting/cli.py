@@ -299,6 +299,47 @@ def cmd_power_table(args) -> None:
     print(md.read_text())
 
 
+def cmd_plan_cost(args) -> None:
+    """GPU-hours of a configuration's DAG (its dry run), per rule and model, and the jobs that
+    cannot finish inside their time limit and resume chain (nudgerl.plan.cost)."""
+    import copy
+    import subprocess
+
+    import yaml
+    from snakemake.utils import update_config
+
+    from nudgerl.io import atomic_write_text
+    from nudgerl.reporting import gpu_hours as cost
+    from nudgerl.tools import tool_command
+
+    if args.gpu not in cost.GPUS:
+        raise ValueError(f"--gpu {args.gpu!r}: one of {', '.join(cost.GPUS)}")
+    # merged as Snakemake merges --configfile over config/config.yaml
+    config = yaml.safe_load(Path("config/config.yaml").read_text())
+    for path in args.configfile:
+        update_config(config, copy.deepcopy(yaml.safe_load(Path(path).read_text())))
+    params = yaml.safe_load(Path("params.yaml").read_text())
+    pool_hints = int((params.get((config.get("pools") or {}).get("stage"), {}) or {}).get("n", 5))
+    proc = subprocess.run([*tool_command("snakemake"), "all", "-n", "--configfile", *args.configfile],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"the dry run of {' '.join(args.configfile)} failed:\n{proc.stderr[-3000:]}")
+    jobs = cost.dry_run_jobs(proc.stdout + proc.stderr)
+    gpu, eff = cost.GPUS[args.gpu], cost.Efficiency()
+    costs = cost.plan(jobs, config, gpu, eff, cost.read_measured(args.measured), pool_hints)
+    text = cost.render_markdown(costs, config, gpu, eff, " ".join(args.configfile))
+    if args.doc:
+        doc = Path(args.doc)
+        new = cost.replace_block(doc.read_text(), text, args.doc)
+        if args.check:
+            if new != doc.read_text():
+                raise RuntimeError(f"{args.doc}'s generated plan-cost block differs from what "
+                                   f"{' '.join(args.configfile)} give; regenerate without --check")
+            return
+        atomic_write_text(doc, new)
+    print(text, end="")
+
+
 TITLE = "reporting: tables, claims, compute accounting, audit"
 
 
@@ -407,6 +448,14 @@ def register(subparsers) -> None:
                    help="another regime judged on its own runs, as JSON: regime, eval_root, runs_root, roles, "
                         "diagnoses (its base models' diagnosis JSONs); repeatable")
     p.add_argument("--out-prefix", required=True)
+
+    p = add_command(subparsers, "plan-cost", cmd_plan_cost,
+                    "GPU-hours of a configuration's DAG before any are spent, and the jobs that cannot finish")
+    p.add_argument("--configfile", nargs="+", required=True, help="as for snakemake (over config/config.yaml)")
+    p.add_argument("--gpu", default="h100", help="the card: h100, h200 or a100")
+    p.add_argument("--measured", help="the first-node check's JSON: measured engine figures per model")
+    p.add_argument("--doc", help="also rewrite this page's generated plan-cost block (docs/cluster.md)")
+    p.add_argument("--check", action="store_true", help="with --doc: fail when the page's block differs")
 
     p = add_command(subparsers, "power-table", cmd_power_table,
                     "what each table's replicates can detect by the verdict rule (80 % power)")

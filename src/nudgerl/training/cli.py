@@ -4,6 +4,8 @@ each from the base policy, the training problems and the grpo config section."""
 from __future__ import annotations
 
 import json
+import os
+from contextlib import contextmanager
 from pathlib import Path
 
 from nudgerl.arguments import add_command, json_arg, set_threads
@@ -55,63 +57,77 @@ def _finish_run(args, out: Path, report: dict, config: dict, inputs: list) -> No
                      {"train": args.seed}, [args.model, *inputs], outputs=_run_outputs(out))
 
 
+@contextmanager
+def _attempt(args):
+    """One attempt of the run in ``--out-dir``: a retry of a failed run and a second live job on
+    it refuse; a failure other than the planned stop is recorded (nudgerl.training.attempts).
+    RANK: torchrun's process rank (several GPUs); only rank 0 guards the run folder."""
+    from nudgerl.training.attempts import guarded_attempt
+
+    with guarded_attempt(Path(args.out_dir), main=os.environ.get("RANK", "0") == "0"):
+        yield
+
+
 def cmd_train_grpo(args) -> None:
     set_threads(args.threads)
-    from nudgerl.io import read_problems
-    from nudgerl.training.grpo import train_grpo
-    from nudgerl.training.grpo_config import GRPORunConfig
+    with _attempt(args):
+        from nudgerl.io import read_problems
+        from nudgerl.training.grpo import train_grpo
+        from nudgerl.training.grpo_config import GRPORunConfig
 
-    params = dict(args.params, num_generations=args.num_generations, seed=args.seed, grader_mode=args.grader_mode)
-    template = prompt_template(args)
-    cfg = _run_config(params, template)
-    assert isinstance(cfg, GRPORunConfig)
-    records = _problem_records(read_problems(args.train), template)
-    out = Path(args.out_dir)
-    report = train_grpo(args.model, records, cfg, out, revision=args.revision)
-    _finish_run(args, out, report, params, [args.train])
+        params = dict(args.params, num_generations=args.num_generations, seed=args.seed, grader_mode=args.grader_mode)
+        template = prompt_template(args)
+        cfg = _run_config(params, template)
+        assert isinstance(cfg, GRPORunConfig)
+        records = _problem_records(read_problems(args.train), template)
+        out = Path(args.out_dir)
+        report = train_grpo(args.model, records, cfg, out, revision=args.revision)
+        _finish_run(args, out, report, params, [args.train])
 
 
 def cmd_train_pope(args) -> None:
     set_threads(args.threads)
-    from nudgerl.offline.outputs import read_oracles
-    from nudgerl.io import read_problems
-    from nudgerl.training.grpo_config import GRPORunConfig
-    from nudgerl.training.pope import POPEConfig, train_pope
+    with _attempt(args):
+        from nudgerl.offline.outputs import read_oracles
+        from nudgerl.io import read_problems
+        from nudgerl.training.grpo_config import GRPORunConfig
+        from nudgerl.training.pope import POPEConfig, train_pope
 
-    pope = POPEConfig.from_dict(args.pope)
-    params = dict(args.params, num_generations=args.num_generations, seed=args.seed, grader_mode=args.grader_mode)
-    template = prompt_template(args)
-    cfg = _run_config(params, template)
-    assert isinstance(cfg, GRPORunConfig)
-    train = read_problems(args.train)
-    oracles = read_oracles(args.oracles, train_ids={r["id"] for r in train})
-    out = Path(args.out_dir)
-    report = train_pope(args.model, train, oracles, cfg, pope, out, template=template, revision=args.revision)
-    _finish_run(args, out, report, {**params, "pope": args.pope}, [args.train, args.oracles])
+        pope = POPEConfig.from_dict(args.pope)
+        params = dict(args.params, num_generations=args.num_generations, seed=args.seed, grader_mode=args.grader_mode)
+        template = prompt_template(args)
+        cfg = _run_config(params, template)
+        assert isinstance(cfg, GRPORunConfig)
+        train = read_problems(args.train)
+        oracles = read_oracles(args.oracles, train_ids={r["id"] for r in train})
+        out = Path(args.out_dir)
+        report = train_pope(args.model, train, oracles, cfg, pope, out, template=template, revision=args.revision)
+        _finish_run(args, out, report, {**params, "pope": args.pope}, [args.train, args.oracles])
 
 
 def cmd_train_nudgerl(args) -> None:
     set_threads(args.threads)
-    from nudgerl.offline.outputs import read_pools
-    from nudgerl.io import read_problems
-    from nudgerl.training.grpo_config import GRPORunConfig
-    from nudgerl.training.nudgerl import NudgeRLConfig, train_nudgerl
+    with _attempt(args):
+        from nudgerl.offline.outputs import read_pools
+        from nudgerl.io import read_problems
+        from nudgerl.training.grpo_config import GRPORunConfig
+        from nudgerl.training.nudgerl import NudgeRLConfig, train_nudgerl
 
-    nudge = NudgeRLConfig.from_dict(args.nudge)
-    params = dict(args.params, num_generations=nudge.M * nudge.K, seed=args.seed, grader_mode=args.grader_mode)
-    template = prompt_template(args)
-    cfg = _run_config(params, template)
-    assert isinstance(cfg, GRPORunConfig)
-    train = read_problems(args.train)
-    pools = read_pools(args.pools, train_ids={r["id"] for r in train})
-    records = []
-    for rec in _problem_records(train, template):
-        if rec["id"] not in pools:
-            raise KeyError(f"{args.pools} has no pool for training problem {rec['id']!r}")
-        records.append({**rec, "hints": pools[rec["id"]]})
-    out = Path(args.out_dir)
-    report = train_nudgerl(args.model, records, cfg, nudge, out, template=template, revision=args.revision)
-    _finish_run(args, out, report, {**params, "nudge": args.nudge}, [args.train, args.pools])
+        nudge = NudgeRLConfig.from_dict(args.nudge)
+        params = dict(args.params, num_generations=nudge.M * nudge.K, seed=args.seed, grader_mode=args.grader_mode)
+        template = prompt_template(args)
+        cfg = _run_config(params, template)
+        assert isinstance(cfg, GRPORunConfig)
+        train = read_problems(args.train)
+        pools = read_pools(args.pools, train_ids={r["id"] for r in train})
+        records = []
+        for rec in _problem_records(train, template):
+            if rec["id"] not in pools:
+                raise KeyError(f"{args.pools} has no pool for training problem {rec['id']!r}")
+            records.append({**rec, "hints": pools[rec["id"]]})
+        out = Path(args.out_dir)
+        report = train_nudgerl(args.model, records, cfg, nudge, out, template=template, revision=args.revision)
+        _finish_run(args, out, report, {**params, "nudge": args.nudge}, [args.train, args.pools])
 
 
 TITLE = "training: GRPO, POPE and NudgeRL runs"

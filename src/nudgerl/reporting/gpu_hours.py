@@ -1,0 +1,309 @@
+"""GPU hours of a configuration's DAG, planned before any are spent (``nudgerl.reporting.gpu_hours``).
+
+Every GPU job of the dry run (``snakemake all -n``) is costed from the config's own numbers
+(steps, rollouts, lengths, samples, benchmark sizes, vLLM memory share) and a small model of a
+GPU: decoding is bound by memory bandwidth (one pass over the weights per token step, for all
+sequences in flight), the number in flight by the KV cache the vLLM share leaves, a generation
+batch waits for its longest rollout, and training is bound by FLOPs. The figures of a GPU and a
+model are documented defaults (:data:`GPUS`, :data:`MODEL_SHAPES`); ``--measured`` replaces
+them with what the first-node check measured on the cluster's card. A plan, not a measurement:
+its point is which jobs cannot finish inside their time limit and resume chain, and the order
+of the total, before the first job starts.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+# ---------------------------------------------------------------- the documented defaults
+
+
+@dataclass(frozen=True)
+class GPU:
+    name: str
+    memory_gb: float
+    bandwidth_tb_s: float      # HBM bandwidth (datasheet)
+    bf16_tflops: float         # dense bf16 (datasheet)
+
+
+GPUS = {
+    "h100": GPU("H100 SXM 80 GB", 80, 3.35, 989),
+    "h200": GPU("H200 141 GB", 141, 4.8, 989),
+    "a100": GPU("A100 SXM 80 GB", 80, 2.0, 312),
+}
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """What the plan needs of a model, from its config.json (the Hub page's figures)."""
+    params_b: float   # billions of parameters
+    layers: int
+    kv_heads: int
+    head_dim: int
+
+    @property
+    def weight_gb(self) -> float:
+        return self.params_b * 2  # bf16
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        return 2 * self.layers * self.kv_heads * self.head_dim * 2  # K and V, bf16
+
+
+MODEL_SHAPES = {
+    # Qwen3-4B-Instruct-2507 config.json: 36 layers, 8 KV heads of 128 (GQA), 4.0 B parameters
+    "Qwen/Qwen3-4B-Instruct-2507": ModelShape(4.0, 36, 8, 128),
+    # Olmo-3-7B config.json: 32 layers, 32 KV heads of 128 (no GQA: 0.5 MiB of KV a token), 7.3 B
+    "allenai/Olmo-3-7B-Instruct-SFT": ModelShape(7.3, 32, 32, 128),
+}
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """Shares of a datasheet figure a real stack reaches (assumptions, stated in the output)."""
+    decode_bandwidth: float = 0.5       # of HBM bandwidth while decoding (vLLM, small batches)
+    train_mfu: float = 0.3              # of bf16 FLOPs for LoRA training with checkpointing
+    memory_overhead_gb: float = 3.0     # activations, CUDA graphs, allocator: off vLLM's share
+    step_overhead_s: float = 10.0       # per generation batch: weight sync, vLLM sleep/wake, grading
+    job_start_s: float = 300.0          # per job: Snakemake, model load, vLLM start (CUDA graphs)
+    completion_fill: float = 0.5        # mean completion length / the maximum (math RL, 6k tokens)
+    prompt_tokens: int = 300            # a problem with the template (and a hint)
+    eval_memory_utilization: float = 0.9  # evaluation's own vLLM engine (sampling.py's default)
+
+
+# Problems per benchmark of config/paper.yaml (MATH500 at level 5; the pinned Apex shortlist)
+BENCHMARK_PROBLEMS = {"aime24": 30, "aime25": 30, "amc23": 40, "math500": 134, "apex": 47}
+STOP_BEFORE_LIMIT_H = 0.5  # a training job stops 30 min before its limit (plan.resources)
+
+
+# ---------------------------------------------------------------- the model of a GPU
+
+
+@dataclass(frozen=True)
+class Engine:
+    """Decoding on one GPU: tokens a second per sequence, and how many fit in the KV cache."""
+    tokens_per_s_per_seq: float
+    kv_tokens: int
+    train_tokens_per_s: float
+
+    def in_flight(self, seq_len: int) -> int:
+        return max(0, self.kv_tokens // seq_len)
+
+
+def engine(shape: ModelShape, gpu: GPU, memory_share: float, eff: Efficiency) -> Engine:
+    free_gb = gpu.memory_gb * memory_share - shape.weight_gb - eff.memory_overhead_gb
+    kv = int(max(0.0, free_gb) * 1e9 / shape.kv_bytes_per_token)
+    per_seq = gpu.bandwidth_tb_s * 1e12 * eff.decode_bandwidth / (shape.weight_gb * 1e9)
+    # 6 N FLOPs a trained token, and a recomputed forward under gradient checkpointing (8 N)
+    train = gpu.bf16_tflops * 1e12 * eff.train_mfu / (8 * shape.params_b * 1e9)
+    return Engine(per_seq, kv, train)
+
+
+def generation_seconds(rollouts: int, max_len: int, mean_len: float, eng: Engine, prompt: int) -> float:
+    """One batch of ``rollouts``: as many in flight as the KV cache holds at full length, each wave
+    lasting as long as its longest rollout (the maximum length: RL on hard problems truncates)."""
+    at_once = eng.in_flight(prompt + max_len)
+    if at_once < 1:
+        return math.inf
+    waves = math.ceil(rollouts / at_once)
+    return waves * max_len / eng.tokens_per_s_per_seq
+
+
+def sampling_seconds(sequences: int, max_len: int, mean_len: float, eng: Engine, prompt: int, batch: int) -> float:
+    """Many independent samples (evaluation, ranking): the engine keeps min(batch, what fits at
+    the mean length) sequences in flight, so time follows the mean length."""
+    at_once = min(batch, eng.in_flight(int(prompt + mean_len)))
+    if at_once < 1:
+        return math.inf
+    return sequences * mean_len / (at_once * eng.tokens_per_s_per_seq)
+
+
+# ---------------------------------------------------------------- the jobs of a dry run
+
+
+GPU_RULES = ("train_grpo", "train_grpo_eps", "train_baseline", "train_nudgerl", "train_pope", "evaluate",
+             "curve_eval", "rank_hints")
+
+
+def dry_run_jobs(text: str) -> list[dict]:
+    """Every job of ``snakemake -n`` output: rule, wildcards and resources (as printed)."""
+    jobs = []
+    for block in re.split(r"\n(?:local)?rule ", "\n" + text)[1:]:
+        rule = block.split(":", 1)[0]
+
+        def fields(name):
+            m = re.search(rf"^    {name}: (.*)$", block, re.M)
+            return dict(kv.split("=", 1) for kv in m.group(1).split(", ")) if m else {}
+
+        jobs.append({"rule": rule, "wildcards": fields("wildcards"), "resources": fields("resources")})
+    return jobs
+
+
+def rollouts_per_prompt(job: dict, config: dict) -> int:
+    """N of a training job: the wildcard n, NudgeRL's M x K, else the number in the method id
+    (passk8, dapo8), else the group size the config gives the rule."""
+    w = job["wildcards"]
+    if "n" in w:
+        return int(w["n"])
+    if job["rule"] == "train_nudgerl":
+        return int(config["nudgerl"]["M"]) * int(config["nudgerl"]["K"])
+    m = re.match(r"[a-z_]+?(\d+)", w.get("method", ""))
+    if m:
+        return int(m.group(1))
+    raise ValueError(f"rule {job['rule']} {w}: cannot tell its rollouts per prompt")
+
+
+@dataclass
+class JobCost:
+    rule: str
+    model: str
+    method: str
+    hours: float          # GPU-hours of the job (one GPU)
+    limit_h: float        # its time limit
+    chain: int            # jobs it needs (a training run resumes over jobs)
+    allowed: int          # jobs it may take (1 + train_retries for training, else 1)
+    tokens: float
+
+    @property
+    def fits(self) -> bool:
+        return self.chain <= self.allowed
+
+
+def job_cost(job: dict, config: dict, gpu: GPU, eff: Efficiency, measured: dict | None = None,
+             pool_hints: int = 5) -> JobCost:
+    w, rule = job["wildcards"], job["rule"]
+    name = w.get("model")
+    paths = {m["name"]: m["path"] for m in config["models"]}
+    if name not in paths:
+        raise ValueError(f"rule {rule}: model {name!r} is not in the config's models")
+    shape = MODEL_SHAPES.get(paths[name])
+    if shape is None:
+        raise ValueError(f"model {name} ({paths[name]}): no shape known to the plan; add it to "
+                         "nudgerl.reporting.gpu_hours.MODEL_SHAPES (from its config.json)")
+    g = config["grpo"]
+    limit_h = float(job["resources"].get("runtime", 60)) / 60
+    if rule.startswith("train_"):
+        eng = engine(shape, gpu, float(g.get("vllm_gpu_memory_utilization", 0.3)), eff)
+    else:
+        eng = engine(shape, gpu, eff.eval_memory_utilization, eff)
+    if measured and name in measured:
+        eng = replace(eng, **{k: v for k, v in measured[name].items() if k in Engine.__dataclass_fields__})
+    if rule.startswith("train_"):
+        n = rollouts_per_prompt(job, config)
+        prompts = int(g.get("prompts_per_step", 1))
+        generations = int(g["max_steps"]) // int(g.get("optimizer_steps_per_generation", 1))
+        max_len = int(g["max_completion_length"])
+        mean_len = eff.completion_fill * max_len
+        rollouts = prompts * n
+        gen_s = generation_seconds(rollouts, max_len, mean_len, eng, eff.prompt_tokens)
+        trained = rollouts * (eff.prompt_tokens + mean_len)
+        if rule == "train_nudgerl" and not w.get("method", "").endswith("distill0"):
+            trained *= 2  # the distillation term: each rollout again under its hint-free prompt
+        step_s = gen_s + trained / eng.train_tokens_per_s + eff.step_overhead_s
+        seconds, tokens = generations * step_s, generations * rollouts * mean_len
+        # each job of the chain trains until 30 min before its limit, after its own start
+        per_job_s = (limit_h - STOP_BEFORE_LIMIT_H) * 3600 - eff.job_start_s
+        retries = config.get("train_retries") or 0
+        chain = math.ceil(seconds / per_job_s) if per_job_s > 0 and seconds < math.inf else math.inf
+        seconds += (chain if chain < math.inf else 1) * eff.job_start_s
+        return JobCost(rule, name, w.get("method", f"grpo{n}"), seconds / 3600, limit_h, chain, 1 + retries, tokens)
+    if rule == "evaluate":
+        ev = config["eval"]
+        sequences = sum(BENCHMARK_PROBLEMS.get(b, 0) for b in config["data"]["benchmarks"]) * int(ev["samples_per_problem"])
+        max_len, batch = int(ev["max_new_tokens"]), int(ev.get("batch_size", 128))
+    elif rule == "curve_eval":
+        ev, curve = config["eval"], config["eval"]["curve"]
+        checkpoints = int(g["max_steps"]) // int(curve["every"]) + 1
+        problems = sum(BENCHMARK_PROBLEMS.get(b, 0) for b in curve["benchmarks"])
+        sequences = checkpoints * problems * int(curve["samples"])
+        max_len, batch = int(ev["max_new_tokens"]), int(ev.get("batch_size", 128))
+    elif rule == "rank_hints":
+        rk = config["ranking"]
+        # each problem's hints and no hint, ``samples`` times each
+        sequences = int(config["data"]["train"].get("size", 0)) * (pool_hints + 1) * int(rk["samples"])
+        max_len, batch = int(rk["max_new_tokens"]), int(rk.get("batch_size", 128))
+    else:
+        raise ValueError(f"rule {rule}: not a GPU rule the plan knows ({', '.join(GPU_RULES)})")
+    mean_len = eff.completion_fill * max_len
+    seconds = sampling_seconds(sequences, max_len, mean_len, eng, eff.prompt_tokens, batch) + eff.job_start_s
+    chain = math.ceil(seconds / 3600 / limit_h) if seconds < math.inf else math.inf
+    return JobCost(rule, name, w.get("method", "-"), seconds / 3600, limit_h, chain, 1, sequences * mean_len)
+
+
+def plan(jobs: list[dict], config: dict, gpu: GPU, eff: Efficiency = Efficiency(),
+         measured: dict | None = None, pool_hints: int = 5) -> list[JobCost]:
+    return [job_cost(j, config, gpu, eff, measured, pool_hints) for j in jobs
+            if j["rule"] in GPU_RULES and int(j["resources"].get("gpu", 0) or 0) >= 1]
+
+
+# ---------------------------------------------------------------- the report
+
+
+def _h(x: float) -> str:
+    return "cannot run" if math.isinf(x) else f"{x:,.1f}"
+
+
+def render_markdown(costs: list[JobCost], config: dict, gpu: GPU, eff: Efficiency, source: str) -> str:
+    import pandas as pd
+
+    df = pd.DataFrame([{**vars(c), "fits": c.fits} for c in costs])
+    df["order"] = df["rule"].map(GPU_RULES.index)
+    df = df.sort_values(["model", "order"], kind="stable")
+    lines = [f"GPU-hours of `{source}` on one {gpu.name} a job (`nudgerl.reporting.gpu_hours`): {len(costs)} GPU jobs.",
+             "",
+             "| model | rule | jobs | GPU-hours | rollout tokens/s | longest job (h) | its limit (h) | jobs it needs / may take |",
+             "|---|---|---:|---:|---:|---:|---:|---|"]
+    for (model, rule), grp in df.groupby(["model", "rule"], sort=False):
+        worst = grp.loc[grp["hours"].idxmax()]
+        hours = grp["hours"].sum()
+        rate = f"{grp['tokens'].sum() / (hours * 3600):,.0f}" if rule.startswith("train_") and hours < math.inf else ""
+        chain = "-" if math.isinf(worst["chain"]) else int(worst["chain"])
+        lines.append(f"| {model} | {rule} | {len(grp)} | {_h(hours)} | {rate} | {_h(worst['hours'])} | "
+                     f"{worst['limit_h']:g} | {chain} / {worst['allowed']} |")
+    total = df["hours"].sum()
+    lines += [f"| **total** | | {len(df)} | **{_h(total)}** | | | | |", ""]
+    bad = df[~df["fits"]]
+    if len(bad):
+        lines.append(f"**{len(bad)} jobs cannot finish** inside their time limit and resume chain:")
+        for _, r in bad.iterrows():
+            why = ("its rollouts do not fit the KV cache at full length" if math.isinf(r["hours"])
+                   else f"{r['hours']:.1f} h in jobs of {r['limit_h']:g} h needs {r['chain']}, may take {r['allowed']}")
+            lines.append(f"- {r['rule']} {r['model']} {r['method']}: {why}")
+    else:
+        lines.append("Every job fits its time limit and resume chain.")
+    lines += ["", f"Assumptions: decoding at {eff.decode_bandwidth:.0%} of {gpu.bandwidth_tb_s} TB/s, training at "
+              f"{eff.train_mfu:.0%} of {gpu.bf16_tflops:g} TFLOPs, mean completion {eff.completion_fill:.0%} of the "
+              f"maximum, {eff.step_overhead_s:g} s overhead a generation batch and {eff.job_start_s:g} s a job's start, rollouts in waves the KV cache holds at "
+              "full length; measured figures (`--measured`) replace them per model."]
+    return "\n".join(lines) + "\n"
+
+
+def read_measured(path: str | None) -> dict | None:
+    """``{"models": {name: {"tokens_per_s_per_seq": .., "kv_tokens": .., "train_tokens_per_s": ..}}}``"""
+    if not path:
+        return None
+    data = json.loads(Path(path).read_text())
+    models = data.get("models")
+    if not isinstance(models, dict):
+        raise ValueError(f"{path}: needs a 'models' mapping of model name -> measured engine figures")
+    for name, figures in models.items():
+        unknown = set(figures) - set(Engine.__dataclass_fields__)
+        if unknown:
+            raise ValueError(f"{path}: models.{name}: unknown keys {sorted(unknown)} "
+                             f"(known: {sorted(Engine.__dataclass_fields__)})")
+    return models
+
+
+# The generated block of docs/cluster.md (nudgerl.reporting.gpu_hours --doc ...)
+BEGIN = "<!-- BEGIN GENERATED by `nudgerl.reporting.gpu_hours --doc`: do not edit by hand -->"
+END = "<!-- END GENERATED plan-cost -->"
+
+
+def replace_block(text: str, block: str, where: str) -> str:
+    if text.count(BEGIN) != 1 or text.count(END) != 1 or text.index(BEGIN) > text.index(END):
+        raise ValueError(f"{where}: needs one '{BEGIN}' line and one '{END}' line after it")
+    return text[:text.index(BEGIN)] + f"{BEGIN}\n{block}{END}" + text[text.index(END) + len(END):]
