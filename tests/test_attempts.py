@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from nudgerl.io import ATTEMPTS_LOG, attempt_seconds
 from nudgerl.plan.resources import PlanResources
 from nudgerl.training.attempts import (ATTEMPT_FILE, ATTEMPT_VAR, FAILED_FILE, FAILED_PREVIOUS_FILE, LOG_VAR,
                                        PredecessorAlive, RunFailedBefore, guarded_attempt, live_predecessor)
@@ -26,6 +27,7 @@ def test_a_failure_is_recorded_and_its_retries_refuse_naming_it(tmp_path):
     with pytest.raises(ValueError, match="bad lr"):
         with guarded_attempt(tmp_path, environ=_env(1)):
             raise ValueError("bad lr")
+    assert json.loads((tmp_path / ATTEMPTS_LOG).read_text())["ended"] == "failed"
     rec = json.loads((tmp_path / FAILED_FILE).read_text())
     assert rec["error"] == "ValueError: bad lr" and rec["attempt"] == 1 and "raise ValueError" in rec["traceback_tail"]
     ran = []
@@ -65,6 +67,11 @@ def test_the_planned_stop_an_interrupt_and_success_leave_no_marker(tmp_path, end
     # and the retry that resumes is allowed
     with guarded_attempt(tmp_path, environ=_env(2)):
         pass
+    # each attempt's seconds and ending, for the compute table
+    rows = [json.loads(line) for line in (tmp_path / ATTEMPTS_LOG).read_text().splitlines()]
+    first = {"time limit": "stopped for the time limit", "interrupt": "interrupted", "success": "finished"}[ending]
+    assert [(r["attempt"], r["ended"]) for r in rows] == [(1, first), (2, "finished")]
+    assert attempt_seconds(tmp_path) == (2, pytest.approx(sum(r["seconds"] for r in rows)))
 
 
 def test_another_exit_code_is_a_failure(tmp_path):

@@ -30,6 +30,28 @@ def test_compute_csv_rows(tmp_path):
     assert train.method == "grpo8_eps0.28" and train.seed == 1
     assert train.rollout_tokens == 300 and train.trained_tokens == 750 and train.steps == 3
     assert train.gpu_hours == pytest.approx(36.0 * 2 / 3600)
+    assert pd.isna(train.attempts)  # no attempt records: the benchmark's seconds
+
+
+def test_gpu_hours_count_every_attempt_of_a_run(tmp_path):
+    """A run over three jobs (two stopped for the time limit, the last finished): the benchmark
+    holds the last job's 36 s, the attempt records all three."""
+    from nudgerl.io import ATTEMPTS_LOG
+
+    res = tmp_path / "results"
+    (res / "benchmarks" / "train_grpo").mkdir(parents=True)
+    (res / "benchmarks" / "train_grpo" / "grpo8_seed0.tsv").write_text(HEADER + "36.0\t0:00:36\t5\t1\t1\t1\t0\t0\t90\t30\n")
+    run = res / "runs" / "grpo8" / "seed0"
+    run.mkdir(parents=True)
+    (run / "metrics.jsonl").write_text(json.dumps({"step": 1, "rollout_tokens": 1.0}) + "\n")
+    (run / "train_report.json").write_text(json.dumps({"gpus": 1}))
+    ends = ["stopped for the time limit", "stopped for the time limit", "finished"]
+    (run / ATTEMPTS_LOG).write_text("".join(json.dumps({"attempt": i + 1, "seconds": s, "ended": e}) + "\n"
+                                            for i, (s, e) in enumerate(zip([100.0, 100.0, 30.0], ends))) + '{"torn')
+    df = pd.read_csv(write_compute_csv(res, res / "compute.csv") and res / "compute.csv")
+    train = df.iloc[0]
+    assert train.attempts == 3 and train.attempts_s == pytest.approx(230.0)
+    assert train.gpu_hours == pytest.approx(230.0 / 3600)
 
 
 def test_a_rerun_does_not_read_the_benchmarks_of_its_own_or_later_jobs(tmp_path):

@@ -186,3 +186,22 @@ def write_provenance(artifact: str | Path, config: dict, seeds: dict, inputs=(),
     record = provenance(config, seeds, inputs, [artifact, *outputs])
     atomic_write_text(side, json.dumps(record, indent=2, default=str))
     return side
+
+
+# A training run's attempt records: written by nudgerl.training.attempts (one row an attempt:
+# its seconds and how it ended), summed by the compute table (nudgerl.reporting.compute).
+ATTEMPTS_LOG = "attempts.jsonl"
+
+
+def attempt_seconds(run_dir: str | Path) -> tuple[int, float] | None:
+    """(attempts, their seconds summed) from a run's ``attempts.jsonl``; None without one."""
+    path = Path(run_dir) / ATTEMPTS_LOG
+    if not path.exists():
+        return None
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except ValueError:
+            continue  # a line torn by a kill mid-append
+    return len(rows), sum(float(r.get("seconds", 0.0)) for r in rows)

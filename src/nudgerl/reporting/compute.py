@@ -5,7 +5,10 @@ Per job: wall seconds (``s``), CPU seconds, peak resident memory (``max_rss``, M
 for training runs the rollout tokens (sum of generated completion tokens), the trained
 tokens (TRL's ``num_input_tokens_seen``: prompt + completion tokens through the policy-
 gradient forward pass; NudgeRL's extra hint-free distillation pass is not counted) and,
-on GPUs, GPU-hours = wall hours x GPUs of the run.
+on GPUs, GPU-hours = wall hours x GPUs of the run. A training run carried over several jobs
+(stopped for the time limit, resumed by a retry) or retried after a failure has one benchmark
+row, its last job's; its ``attempts.jsonl`` (nudgerl.training.attempts) gives every attempt's
+seconds (``attempts``, ``attempts_s``), and its GPU-hours count them all.
 """
 
 from __future__ import annotations
@@ -15,10 +18,10 @@ import json
 import re
 from pathlib import Path
 
-from nudgerl.io import read_jsonl
+from nudgerl.io import attempt_seconds, read_jsonl
 
 COLUMNS = ["rule", "method", "seed", "wall_s", "cpu_s", "max_rss_mb", "rollout_tokens", "trained_tokens",
-           "steps", "gpus", "gpu_hours", "benchmark_file"]
+           "steps", "gpus", "gpu_hours", "attempts", "attempts_s", "benchmark_file"]
 
 
 def read_benchmark_tsv(path: Path) -> dict:
@@ -92,10 +95,16 @@ def compute_table(results: Path) -> list[dict]:
         row = {c: None for c in COLUMNS}
         row.update(rule=rule, method=method, seed=seed, **job_resources(tsv, bench_root), benchmark_file=str(tsv))
         if rule.startswith("train_") and method is not None and seed is not None:
-            tok = run_tokens(results / "runs" / method / f"seed{seed}")
+            run_dir = results / "runs" / method / f"seed{seed}"
+            tok = run_tokens(run_dir)
             row.update(tok)
-            if tok.get("gpus") and row["wall_s"] is not None:
-                row["gpu_hours"] = row["wall_s"] * tok["gpus"] / 3600
+            tried = attempt_seconds(run_dir)
+            if tried:
+                row["attempts"], row["attempts_s"] = tried
+            # every attempt's seconds where they were recorded (they exclude each job's start)
+            wall = max(row["wall_s"] or 0.0, row["attempts_s"] or 0.0) if row["wall_s"] is not None else None
+            if tok.get("gpus") and wall is not None:
+                row["gpu_hours"] = wall * tok["gpus"] / 3600
         rows.append(row)
     return rows
 
@@ -109,7 +118,7 @@ def write_compute_csv(results: Path, out: Path) -> list[dict]:
     if not rows:
         raise ValueError(f"{results}/benchmarks has no benchmark TSVs")
     df = pd.DataFrame(rows, columns=COLUMNS)
-    for col in ("seed", "steps", "gpus"):
+    for col in ("seed", "steps", "gpus", "attempts"):
         df[col] = df[col].astype("Int64")
     atomic_write_text(out, df.to_csv(index=False))
     return rows

@@ -19,6 +19,9 @@ job's start and model load, on a GPU. So:
 
 A job killed without Python seeing it (SIGKILL, a lost node) leaves no marker and is retried:
 those are the failures a retry can mend.
+
+Every guarded attempt also appends a row to ``attempts.jsonl`` (its seconds and how it ended),
+so the compute table counts every attempt of a run, not only the last job's benchmark.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import traceback
 from contextlib import contextmanager
 from pathlib import Path
 
-from nudgerl.io import atomic_write_text
+from nudgerl.io import ATTEMPTS_LOG, atomic_write_text
 
 FAILED_FILE = "failed.json"
 FAILED_PREVIOUS_FILE = "failed.previous.json"
@@ -150,14 +153,25 @@ def guarded_attempt(run_dir: Path, environ=None, main: bool = True, squeue: str 
             "attempt would remove its half-written checkpoint. Wait for it to end, or cancel it "
             f"(scancel {previous.get('slurm_job_id') or ''}) and run again")
     atomic_write_text(lock, json.dumps(here, indent=2))
+    t0, ended = time.monotonic(), "finished"
     try:
         yield
     except KeyboardInterrupt:
+        ended = "interrupted"
         raise
     except SystemExit as e:
+        ended = "stopped for the time limit" if e.code == TIME_LIMIT_EXIT_CODE else "finished"
         if e.code not in (0, None, TIME_LIMIT_EXIT_CODE):
+            ended = "failed"
             atomic_write_text(failed, json.dumps(_failure_record(e, here), indent=2))
         raise
     except BaseException as e:
+        ended = "failed"
         atomic_write_text(failed, json.dumps(_failure_record(e, here), indent=2))
         raise
+    finally:
+        row = {"attempt": here["attempt"], "slurm_job_id": here["slurm_job_id"], "host": here["host"],
+               "started": here["started"], "seconds": round(time.monotonic() - t0, 3), "ended": ended}
+        with open(run_dir / ATTEMPTS_LOG, "a") as f:
+            f.write(json.dumps(row) + "\n")
+
