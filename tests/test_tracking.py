@@ -90,3 +90,12 @@ def test_wandb_offline_run_stays_in_the_run_folder(tiny_model_dir, tmp_path):
     assert list((run / "tensorboard").glob("events.out.tfevents.*"))
     assert not (tmp_path / "wandb").exists()  # nothing in the working directory
     _assert_no_secret(log, run)
+
+
+def test_wandb_runs_offline_on_an_offline_job_unless_the_user_says_otherwise():
+    from nudgerl.training.grpo import tracker_settings
+
+    assert tracker_settings(["wandb"], {"HF_HUB_OFFLINE": "1"}) == {"WANDB_PROJECT": "nudgerl", "WANDB_MODE": "offline"}
+    assert tracker_settings(["wandb"], {"HF_HUB_OFFLINE": "1", "WANDB_MODE": "online", "WANDB_PROJECT": "p"}) == {}
+    assert tracker_settings(["wandb"], {}) == {"WANDB_PROJECT": "nudgerl"}  # a job with network: online
+    assert tracker_settings(["tensorboard"], {"HF_HUB_OFFLINE": "1"}) == {}

@@ -108,6 +108,19 @@ def trackers(cfg: GRPORunConfig) -> list[str]:
     return [t for t in ([cfg.report_to] if isinstance(cfg.report_to, str) else cfg.report_to) if t != "none"]
 
 
+def tracker_settings(wanted: list[str], environ) -> dict:
+    """Environment a tracker needs beyond its folder: W&B's project, and offline mode on a job
+    that runs offline (HF_HUB_OFFLINE=1: a compute node without network, where W&B would retry
+    its server for minutes); a value the user set is kept."""
+    out = {}
+    if "wandb" in wanted:
+        if "WANDB_PROJECT" not in environ:
+            out["WANDB_PROJECT"] = "nudgerl"
+        if environ.get("HF_HUB_OFFLINE") == "1" and "WANDB_MODE" not in environ:
+            out["WANDB_MODE"] = "offline"
+    return out
+
+
 @contextmanager
 def tracking_environment(cfg: GRPORunConfig, run_dir: Path):
     """Trackers write inside the run folder: TensorBoard event files in ``<run>/tensorboard``,
@@ -121,14 +134,14 @@ def tracking_environment(cfg: GRPORunConfig, run_dir: Path):
         raise RuntimeError(missing[0])
     places = {"TENSORBOARD_LOGGING_DIR": run_dir / "tensorboard" if "tensorboard" in wanted else None,
               "WANDB_DIR": run_dir if "wandb" in wanted else None}
-    saved = {k: os.environ.get(k) for k in places}
+    extra = tracker_settings(wanted, os.environ)
+    saved = {k: os.environ.get(k) for k in [*places, *extra]}
     try:
         for key, path in places.items():
             if path is not None:
                 Path(path).mkdir(parents=True, exist_ok=True)
                 os.environ[key] = str(path)
-        if "wandb" in wanted:
-            os.environ.setdefault("WANDB_PROJECT", "nudgerl")
+        os.environ.update(extra)
         yield
     finally:
         for key, value in saved.items():
