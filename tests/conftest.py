@@ -129,12 +129,22 @@ def organism_training_inputs(d: Path) -> Path:
 NEEDS_SLOW = ("network", "vllm")
 
 
+# The files that take longest (minutes: a Slurm cluster's jobs, whole smoke runs), in that order.
+# With two workers (CI: pytest -n 2 --dist loadfile) a long file that starts last runs alone while
+# the other worker idles; started first, the others fill the second worker meanwhile.
+LONGEST_FILES = ("test_slurm_local.py", "test_results_pages.py", "test_smoke_dag.py", "test_one_checkout.py",
+                 "test_regime_map.py", "test_dvc_sharing.py", "test_gpu_install.py")
+
+
 def pytest_collection_modifyitems(config, items):
     missing = [f"{item.nodeid} (marked {name}, not slow)" for item in items for name in NEEDS_SLOW
                if item.get_closest_marker(name) and not item.get_closest_marker("slow")]
     if missing:
         raise pytest.UsageError("these tests must also be marked slow (pyproject.toml's markers):\n  "
                                 + "\n  ".join(missing))
+    # after pytest-randomly's shuffle (it reorders first); a stable sort keeps its order otherwise
+    rank = {name: i for i, name in enumerate(LONGEST_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
