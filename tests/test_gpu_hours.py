@@ -71,7 +71,7 @@ def test_jobs_that_cannot_finish_are_named():
     small = cost.GPU("small", memory_gb=30, bandwidth_tb_s=1.6, bf16_tflops=100)
     c = cost.job_cost(_job("train_grpo", n="8"), CONFIG, small, EFF)
     assert math.isinf(c.hours) and not c.fits
-    text = cost.render_markdown([c], CONFIG, small, EFF, "toy.yaml")
+    text = cost.render_markdown([c], small, EFF, "toy.yaml")
     assert "**1 jobs cannot finish**" in text and "do not fit the KV cache" in text
 
 

@@ -135,7 +135,8 @@ def doc_block(configs: dict[str, dict], rule: VerdictRule) -> str:
     return f"{BEGIN}\n{body}{END}"
 
 
-def replace_block(text: str, block: str, where: str) -> str:
-    if text.count(BEGIN) != 1 or text.count(END) != 1 or text.index(BEGIN) > text.index(END):
-        raise ValueError(f"{where}: needs one '{BEGIN}' line and one '{END}' line after it")
-    return text[:text.index(BEGIN)] + block + text[text.index(END) + len(END):]
+def replace_block(text: str, block: str, where: str, begin: str = BEGIN, end: str = END) -> str:
+    """``text`` with its one generated block (from ``begin`` to ``end``) replaced by ``block``."""
+    if text.count(begin) != 1 or text.count(end) != 1 or text.index(begin) > text.index(end):
+        raise ValueError(f"{where}: needs one '{begin}' line and one '{end}' line after it")
+    return text[:text.index(begin)] + block + text[text.index(end) + len(end):]
