@@ -5,6 +5,8 @@
 #   bash scripts/gpu-check.sh --wheels DIR          # offline node: install from carried-in wheels first
 #   bash scripts/gpu-check.sh --download-wheels DIR # on a machine with network: fill DIR to carry in
 #   bash scripts/gpu-check.sh --mode cpu            # the same steps without a GPU (CI runs this)
+#   bash scripts/gpu-check.sh --paper --model DIR   # the paper's code path, measured and projected
+#                                                   # (nudgerl.node_check_paper; --mode cpu in CI too)
 #
 # What it runs (nudgerl.node_check): with a small local model (default: the organism's LM,
 # trained in ~30 s, so nothing is downloaded; --model DIR for your own), a few GRPO and NudgeRL
@@ -38,4 +40,7 @@ while [ $# -gt 0 ]; do
         *) args+=("$1"); shift ;;
     esac
 done
-exec "$PY" -m nudgerl.node_check "${args[@]}"
+# --paper is a module of its own (it builds on nudgerl.node_check, which therefore cannot import it)
+module=nudgerl.node_check
+for a in ${args[@]+"${args[@]}"}; do [ "$a" = --paper ] && module=nudgerl.node_check_paper; done
+exec "$PY" -m "$module" ${args[@]+"${args[@]}"}

@@ -1,3 +1,4 @@
+import fcntl
 import os
 import re
 import shutil
@@ -54,11 +55,27 @@ def workdir(tmp_path):
 @pytest.fixture(scope="session")
 def smoke_run(tmp_path_factory):
     """One finished `snakemake --cores 2 --configfile config/smoke.yaml` in a scratch git + DVC
-    checkout, shared by the tests that read its results (the DAG is the slow part)."""
-    workdir = copy_workflow(tmp_path_factory.mktemp("smoke"))
-    proc = subprocess.run(["snakemake", "--cores", "2", "--configfile", "config/smoke.yaml"], cwd=workdir,
-                          capture_output=True, text=True, timeout=1800)  # a hang guard, not a speed target
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    checkout, shared by the tests that read its results (the DAG is the slow part). Under
+    pytest-xdist it is built once for all workers: the first to ask builds it under a file
+    lock in their shared temporary folder, the others wait and read the same checkout (tests
+    that change it take smoke_run_copy)."""
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # every worker's basetemp lies in one session folder
+    workdir, built, failed = shared / "smoke-run", shared / "smoke-run.built", shared / "smoke-run.failed"
+    with open(shared / "smoke-run.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not built.exists() and not failed.exists():
+            workdir.mkdir()
+            copy_workflow(workdir)
+            try:
+                proc = subprocess.run(["snakemake", "--cores", "2", "--configfile", "config/smoke.yaml"], cwd=workdir,
+                                      capture_output=True, text=True, timeout=1800)  # a hang guard, not a speed target
+                (built if proc.returncode == 0 else failed).write_text(proc.stderr[-4000:])
+            except subprocess.TimeoutExpired as e:
+                failed.write_text(f"no end after {e.timeout} s:\n{(e.stderr or b'')[-4000:]!r}")
+    # a build that failed fails every test that asked for it, once built, with its Snakemake log
+    assert built.exists(), f"the smoke run failed in {workdir}:\n{failed.read_text()}"
     return workdir
 
 
@@ -67,7 +84,13 @@ def smoke_run_copy(smoke_run, tmp_path):
     """A copy of the finished smoke run's checkout (git, DVC cache, Snakemake metadata, results,
     mtimes kept) for a test that changes it: the shared run stays as the DAG left it, so the
     tests that read it pass in any order."""
-    return Path(shutil.copytree(smoke_run, tmp_path / "smoke_copy", symlinks=True))
+    return Path(shutil.copytree(smoke_run, tmp_path / "smoke_copy", symlinks=True, ignore=_snakemake_run_files))
+
+
+def _snakemake_run_files(folder: str, names: list[str]) -> list[str]:
+    """Snakemake's per-invocation logs and locks: a test reading the shared run may be running
+    Snakemake in it (a dry run, --lint) while another worker copies it."""
+    return [n for n in names if n in ("log", "locks")] if Path(folder).name == ".snakemake" else []
 
 
 def save_tiny_model(path: Path) -> str:
@@ -126,7 +149,7 @@ def organism_training_inputs(d: Path) -> Path:
 # Markers that mean "needs something the fast path (-m "not slow") must not need": the package
 # index (`network`), the vLLM venv (`vllm`). Each such test is also `slow`, so that the fast path
 # deselects it; a test that forgets is a collection error, not a network call in the fast path.
-NEEDS_SLOW = ("network", "vllm")
+NEEDS_SLOW = ("network", "vllm", "release")
 
 
 # The files that take longest (minutes: a Slurm cluster's jobs, whole smoke runs), in that order.

@@ -1,4 +1,4 @@
-"""A training run's attempts (nudgerl.training.attempts): only the planned stop is retried, a
+"""A training run's attempts (nudgerl.attempts): only the planned stop is retried, a
 failed run's retries refuse at once and name the failure, and a second job never trains on a
 run whose first job is alive. The Slurm side of the lock is in tests/test_slurm_local.py."""
 
@@ -14,7 +14,7 @@ import pytest
 
 from nudgerl.io import ATTEMPTS_LOG, attempt_seconds
 from nudgerl.plan.resources import PlanResources
-from nudgerl.training.attempts import (ATTEMPT_FILE, ATTEMPT_VAR, FAILED_FILE, FAILED_PREVIOUS_FILE, LOG_VAR,
+from nudgerl.attempts import (ATTEMPT_FILE, ATTEMPT_VAR, FAILED_FILE, FAILED_PREVIOUS_FILE, LOG_VAR,
                                        PredecessorAlive, RunFailedBefore, guarded_attempt, live_predecessor)
 from nudgerl.training.run_state import TIME_LIMIT_EXIT_CODE, StoppedForTimeLimit
 

@@ -54,6 +54,23 @@ def test_gpu_hours_count_every_attempt_of_a_run(tmp_path):
     assert train.gpu_hours == pytest.approx(230.0 / 3600)
 
 
+def test_every_gpu_rule_is_charged_its_requested_gpus(tmp_path):
+    """An evaluation, a curve and a ranking job have no training report: they are charged wall
+    hours x the GPUs their rule asked for; a rule that asked for none (the organism's base
+    model) gets no GPU-hours."""
+    res = tmp_path / "results"
+    for rule, wall in (("evaluate", 7200.0), ("curve_eval", 1800.0), ("rank_hints", 3600.0)):
+        (res / "benchmarks" / rule).mkdir(parents=True)
+        (res / "benchmarks" / rule / "grpo8_seed0.tsv").write_text(HEADER + f"{wall}\t0\t5\t1\t1\t1\t0\t0\t90\t30\n")
+    (res / "benchmarks" / "base_model.tsv").write_text(HEADER + "60.0\t0\t5\t1\t1\t1\t0\t0\t90\t30\n")
+    rows = write_compute_csv(res, res / "compute.csv", {"evaluate": 1, "curve_eval": 2, "rank_hints": 1, "base_model": 0})
+    hours = {r["rule"]: r["gpu_hours"] for r in rows}
+    assert hours == {"evaluate": pytest.approx(2.0), "curve_eval": pytest.approx(1.0), "rank_hints": pytest.approx(1.0),
+                     "base_model": None}
+    df = pd.read_csv(res / "compute.csv").set_index("rule")
+    assert df.loc["curve_eval", "gpus"] == 2 and pd.isna(df.loc["base_model", "gpus"])
+
+
 def test_a_rerun_does_not_read_the_benchmarks_of_its_own_or_later_jobs(tmp_path):
     """compute_table.tsv and audit.tsv of an earlier run are rewritten after the table is made:
     reading them would leave the new table stale at once (the audit would flag it)."""

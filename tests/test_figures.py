@@ -258,3 +258,19 @@ def test_regime_map_share_axis_labels_percent_without_minor_labels():
         minor = [t.get_text() for t in ax.get_xticklabels(minor=True) if t.get_text()]
         assert major and all(label.endswith(" %") for label in major), major
         assert "1 %" in major and not minor, (major, minor)
+
+
+def test_a_figure_saved_twice_from_the_same_records_is_the_same_bytes(tmp_path):
+    """No creation date (or other wall-clock stamp) in the PNG or PDF: a rerun is byte-identical."""
+    import time
+
+    for m, c in [("grpo8", 1), ("nudgerl8", 3)]:
+        for b in BENCH:
+            _problems(tmp_path / "eval", m, b, [c] * 6)
+    written = []
+    for out in ("first", "second"):
+        fig, data = figures.eps_high_scaling(tmp_path / "eval", [(0.2, "grpo8")], "nudgerl8", 0.2, BENCH, [0], n_boot=50)
+        written.append(figures.save_figure(fig, data, tmp_path / out / "eps"))
+        time.sleep(1.1)  # a date stamp would differ by now (PDF dates have 1 s resolution)
+    for a, b in zip(*written):
+        assert a.read_bytes() == b.read_bytes(), a.name

@@ -75,6 +75,34 @@ def test_jobs_that_cannot_finish_are_named():
     assert "**1 jobs cannot finish**" in text and "do not fit the KV cache" in text
 
 
+def test_the_checkpoint_interval_bounds_the_lost_work_and_divides_the_curve():
+    # 60 min at 100 s a step fits 36 steps: the largest divisor of 100 that is even (2 steps a
+    # generation batch) and at most 36 is 20
+    assert cost.checkpoint_interval(100, 60, curve_every=100, generation_steps=2) == 20
+    assert cost.checkpoint_interval(100, 60, generation_steps=2) == 36  # no curve: any whole generation
+    assert cost.checkpoint_interval(100, 60, generation_steps=5) == 35
+    # fast steps: the curve's own interval, never past it
+    assert cost.checkpoint_interval(1, 60, curve_every=100, generation_steps=2) == 100
+    # a step longer than the target: one generation batch, the least a resume can start from
+    assert cost.checkpoint_interval(5000, 60, curve_every=100, generation_steps=2) == 2
+    with pytest.raises(ValueError, match="must be positive"):
+        cost.checkpoint_interval(0, 60)
+
+
+def test_the_plan_prints_the_work_a_lost_node_costs_per_run_kind():
+    cfg = {**CONFIG, "grpo": {**CONFIG["grpo"], "checkpoint_every": 4}, "eval": {**CONFIG["eval"], "curve": {"every": 4}}}
+    costs = [cost.job_cost(_job("train_grpo", n="8"), cfg, TOY_GPU, EFF),
+             cost.job_cost(_job("train_nudgerl", method="nudgerl8"), cfg, TOY_GPU, EFF)]
+    # a generation batch: 10 s decoding + 4.8 s training + 5 s = 19.8 s over 2 optimizer steps
+    assert costs[0].step_s == pytest.approx(19.8 / 2)
+    assert cost.lost_hours(costs[0].step_s, 4, EFF) * 3600 == pytest.approx(4 * 9.9)
+    text = cost.render_markdown(costs, TOY_GPU, EFF, "toy.yaml", cfg, checkpoint_minutes=0.5)
+    # 30 s fits 3 steps of 9.9 s: the largest even divisor of 4 under it is 2
+    assert "| m | grpo8 | 10 | 0.0 | 2 | 0.0 |" in text
+    assert "| m | train_nudgerl |" in text and "`grpo.checkpoint_every` = 4" in text
+    assert "Work a lost node costs" not in cost.render_markdown(costs, TOY_GPU, EFF, "toy.yaml")
+
+
 def test_measured_figures_replace_the_defaults(tmp_path):
     path = tmp_path / "node-check.json"
     path.write_text(json.dumps({"models": {"m": {"tokens_per_s_per_seq": 50.0}}}))

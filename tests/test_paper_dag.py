@@ -123,6 +123,9 @@ def expected_matrix() -> dict[str, int]:
         "training_reward": 1,
         "compute_table": 1,
         "audit": 1,
+        # grpo.prune_checkpoints: every trained run's checkpoints, once its curve (if any) read them
+        "prune_checkpoints": ((grpo_runs + eps_runs + pope_runs + nudgerl_runs) * seeds + baseline_runs
+                              if cfg["grpo"].get("prune_checkpoints") else 0),
     }
     shared = {"prepare_train": 1, "prepare_benchmark": len(cfg["data"]["benchmarks"]), "strategy_pools": 1,
               "oracle_solutions": 1, "snapshot_model": models, "all": 1}
@@ -214,12 +217,15 @@ def test_runtimes_fit_common_partition_limits_and_training_resumes_across_jobs(p
     profile = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
     assert profile["keep-going"] is True and profile["rerun-incomplete"] is True
     # enough attempts of the training rules for the longest run the config used to ask for in one
-    # job (48 h); every other rule keeps the profile's single retry
+    # job (48 h); evaluate has its own (eval_retries: it stops between chunks and resumes); every
+    # other rule keeps the profile's single retry
     longest_train = max(runtimes[r] for r in TRAIN_RULES if r in runtimes)
     retries = rule_retries(workdir)
     assert {retries[r] for r in TRAIN_RULES} == {yaml.safe_load((REPO / "config" / "paper.yaml").read_text())["train_retries"]}
     assert (retries["train_grpo"] + 1) * (longest_train - 30) >= 48 * 60
-    assert profile["retries"] == 1 and not [r for r, n in retries.items() if r not in TRAIN_RULES and n is not None]
+    assert retries["evaluate"] == yaml.safe_load((REPO / "config" / "paper.yaml").read_text())["eval_retries"] >= 1
+    assert profile["retries"] == 1 and not [r for r, n in retries.items()
+                                            if r not in (*TRAIN_RULES, "evaluate") and n is not None]
     # The checkpoints a retry resumes from are no declared output: Snakemake deletes a failed
     # job's outputs (model/, metrics.jsonl), never the run's checkpoints/.
     for job in (j for j in jobs if j["rule"] in TRAIN_RULES):
@@ -237,7 +243,8 @@ def test_a_command_line_override_changes_only_what_it_names(paper_dry_run):
     workdir, _ = paper_dry_run
     out = dry_run(workdir, "--set-resources", "train_grpo:runtime=100")
     grpo = _resources(out, "train_grpo", "runs/grpo8/seed0/model")
-    for kept in ("mem_mb=128000", "gpu=1", "cpus_per_gpu=8", "slurm_account=acct-test",
+    mem_mb = yaml.safe_load((REPO / "config" / "paper.yaml").read_text())["resources"]["mem_mb"]["train_grpo"]
+    for kept in (f"mem_mb={mem_mb}", "gpu=1", "cpus_per_gpu=8", "slurm_account=acct-test",
                  "slurm_partition=gpu-test"):
         assert kept in grpo, (kept, grpo)
     assert "runtime=100" in grpo and "runtime=720" not in grpo
@@ -248,8 +255,9 @@ def test_multi_gpu_training_runs_under_accelerate(paper_dry_run):
     workdir, _ = paper_dry_run
     out = dry_run(workdir, "--set-resources", "train_grpo:gpu=4")
     grpo = [j for j in out.split("\nrule ")[1:] if j.startswith("train_grpo:")]
+    # port 0: a free one on the node (two multi-GPU jobs on one node would both take 29500)
     assert grpo and all("accelerate launch --config_file workflow/accelerate/deepspeed_zero2.yaml "
-                        "--num_processes 4 -m nudgerl.cli train-grpo" in j for j in grpo)
+                        "--num_processes 4 --main_process_port 0 -m nudgerl.cli train-grpo" in j for j in grpo)
     nudge = [j for j in out.split("\nrule ")[1:] if j.startswith("train_nudgerl:")]
     assert nudge and all("} nudgerl train-nudgerl" in j and "accelerate" not in j for j in nudge)  # still one GPU
 

@@ -113,7 +113,10 @@ def _eval_cmd(d, benches, out):
 
 
 def _outputs(out):
-    return {p.name: p.read_text() for p in sorted(Path(out).glob("*.jsonl"))}
+    """The evaluation's records (its attempts log differs by its seconds)."""
+    from nudgerl.io import ATTEMPTS_LOG
+
+    return {p.name: p.read_text() for p in sorted(Path(out).glob("*.jsonl")) if p.name != ATTEMPTS_LOG}
 
 
 def test_killed_evaluation_does_not_sample_finished_benchmarks_again(inputs):
@@ -125,7 +128,8 @@ def test_killed_evaluation_does_not_sample_finished_benchmarks_again(inputs):
         benches[-1].write_text("".join(json.dumps(p.to_record()) + "\n" for p in problems))
     subprocess.run(_eval_cmd(d, benches, "eval_unbroken"), check=True, capture_output=True)
 
-    partial = d / "eval_killed" / ".resume" / "b1.json"
+    # eval.chunk_problems unset: one resume chunk a benchmark
+    partial = d / "eval_killed" / ".resume" / "b1.chunk0000.json"
     _kill_when(_eval_cmd(d, benches, "eval_killed"), partial.exists, d / "eval_killed.log")
     assert not (d / "eval_killed" / "summary.json").exists()
 
@@ -146,7 +150,7 @@ def test_stale_partial_results_are_not_reused(inputs, tmp_path):
     logs = []
     evaluate_model(str(inputs / "base"), {"b": problems}, SamplingParams(n=2, max_new_tokens=16), [1], tmp_path,
                    progress=False, log=logs.append)
-    assert (tmp_path / RESUME_DIR / "b.json").exists() and not logs
+    assert (tmp_path / RESUME_DIR / "b.chunk0000.json").exists() and not logs
     evaluate_model(str(inputs / "base"), {"b": problems}, SamplingParams(n=4, max_new_tokens=16), [1], tmp_path,
                    progress=False, log=logs.append)
     assert not logs  # n changed: sampled again

@@ -287,7 +287,7 @@ TRAIN_RUN = "results/smoke/runs/nudgerl2/seed0"
 
 
 def test_a_failed_training_job_is_not_retried_and_a_live_job_locks_its_run(workdir, partition):
-    """The training rule's retries (nudgerl.training.attempts) through Slurm: a job that fails
+    """The training rule's retries (nudgerl.attempts) through Slurm: a job that fails
     for a reason a retry meets again (a corrupt training file) records it, and its retry refuses
     at once, naming the error and the log. A run whose recorded job is still alive in Slurm (a
     Snakemake restart's resubmission) is not trained by a second job (that it trains once the

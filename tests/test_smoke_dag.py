@@ -259,7 +259,7 @@ def test_compute_table(smoke_run):
     assert set(train.method) >= {"grpo2", "grpo8", "grpo2_eps0.3", "nudgerl2", "pope2"}
     assert (train.rollout_tokens > 0).all() and (train.trained_tokens > train.rollout_tokens).all()
     assert (df.wall_s > 0).all()
-    # every training run's attempts are recorded (nudgerl.training.attempts): one each here
+    # every training run's attempts are recorded (nudgerl.attempts): one each here
     assert (train.attempts >= 1).all() and (train.attempts_s > 0).all()
     # Snakemake samples memory while a job runs: jobs under a second may record none
     long_jobs = df[df.rule.str.startswith("train_") | df.rule.isin(["evaluate", "base_model"])]

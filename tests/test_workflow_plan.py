@@ -128,7 +128,11 @@ def test_launcher_uses_accelerate_for_more_than_one_gpu():
     assert plan.resources.launcher(None, SimpleNamespace(gpu=1)) == "NUDGERL_REQUIRE_CUDA=1 nudgerl"
     cmd = plan.resources.launcher(None, SimpleNamespace(gpu=4))
     assert cmd.startswith("NUDGERL_REQUIRE_CUDA=1 ") and "accelerate launch" in cmd
-    assert "--num_processes 4 -m nudgerl.cli" in cmd
+    # a free rendezvous port (accelerate picks one for 0): two such jobs on one node do not collide
+    assert "--num_processes 4 --main_process_port 0 -m nudgerl.cli" in cmd
+    # but not on CPU processes: accelerate hands a CPU config's port to gloo as it is (0: no rendezvous)
+    cpu = WorkflowPlan({**_config(), "accelerate": {"config_file": "workflow/accelerate/multi_cpu.yaml"}})
+    assert "--main_process_port" not in cpu.resources.launcher(None, SimpleNamespace(gpu=2))
     # evaluation never runs one process per GPU (vLLM's tensor parallelism spans them)
     assert plan.resources.inference_launcher(None, SimpleNamespace(gpu=4)) == "NUDGERL_REQUIRE_CUDA=1 nudgerl"
     assert plan.resources.inference_launcher(None, SimpleNamespace(gpu=0)) == "nudgerl"

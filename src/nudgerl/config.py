@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from nudgerl.method_ids import trained_group_sizes
+from nudgerl.method_ids import role_samples, trained_group_sizes
 
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
 
@@ -86,6 +86,11 @@ def preflight(config: dict) -> list[str]:
                 f"config key 'eval.ks': pass@{k} needs k <= eval.samples_per_problem "
                 f"({ev['samples_per_problem']}); lower k or raise samples_per_problem"
             )
+    for role in ev.get("samples_per_role") or {}:  # each role's count must reach pass@k too
+        try:
+            role_samples(ev, role)
+        except ValueError as e:
+            problems.append(str(e))
     problems += check_batch_shapes(config)
     problems += check_dvc_stages(config)
     problems += check_trackers(config)
@@ -232,7 +237,7 @@ def check_regime_map_methods(config: dict) -> list[str]:
 # What a baseline may not change: it runs with GRPO-N's steps, batching and seeds.
 BASELINE_FIXED_KEYS = ("group_sizes", "prompts_per_step", "max_steps", "per_device_train_batch_size",
                        "optimizer_steps_per_generation", "epsilon_high_sweep", "epsilon_high_sweep_group_size",
-                       "lora", "checkpoint_every")
+                       "lora", "checkpoint_every", "prune_checkpoints")
 
 
 def check_baselines(config: dict) -> list[str]:

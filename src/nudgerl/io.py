@@ -188,9 +188,35 @@ def write_provenance(artifact: str | Path, config: dict, seeds: dict, inputs=(),
     return side
 
 
-# A training run's attempt records: written by nudgerl.training.attempts (one row an attempt:
+# A training run's attempt records: written by nudgerl.attempts (one row an attempt:
 # its seconds and how it ended), summed by the compute table (nudgerl.reporting.compute).
 ATTEMPTS_LOG = "attempts.jsonl"
+
+
+# A run's pruned checkpoints: written by nudgerl.training.prune into the run's checkpoints/
+# folder (no Snakemake output, so a rerun of an interrupted prune finds it) before anything is
+# deleted; read by the audit (nudgerl.reporting.audit): a file listed there is pruned, not lost.
+CHECKPOINTS_PRUNED = "pruned.json"
+
+
+def read_pruned_record(path: str | Path) -> dict:
+    """A ``CHECKPOINTS_PRUNED`` record (``removed`` folders, ``files`` -> size); empty when absent."""
+    path = Path(path)
+    if not path.exists():
+        return {"removed": [], "files": {}}
+    try:
+        return json.loads(path.read_text())
+    except ValueError as e:
+        raise ValueError(f"{path}: not valid JSON ({e}); check which checkpoints are gone before removing it") from None
+
+
+def pruned_checkpoint_files(results: str | Path) -> dict[str, str]:
+    """Every file a run's ``checkpoints/pruned.json`` under ``results`` lists -> that record's path."""
+    out = {}
+    for record_path in sorted(Path(results).rglob(f"checkpoints/{CHECKPOINTS_PRUNED}")):
+        for path in read_pruned_record(record_path).get("files", {}):
+            out[os.path.normpath(path)] = str(record_path)
+    return out
 
 
 def attempt_seconds(run_dir: str | Path) -> tuple[int, float] | None:

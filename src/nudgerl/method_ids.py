@@ -125,3 +125,49 @@ def trained_group_sizes(config: dict) -> list[tuple[str, int]]:
     if baseline_runs(config):
         pairs.append(("train_baseline", baseline_group_size(config)))
     return pairs
+
+
+# What each evaluated run is for, which sets its samples per problem (config
+# eval.samples_per_role): Table 1's runs carry the paper's headline numbers; ablations, the
+# eps_high sweep and the field's baselines are read for their differences, at fewer samples.
+EVAL_ROLES = ("table1", "ablation", "sweep", "baseline")
+
+
+def eval_role(config: dict, method: str) -> str:
+    """The role of an evaluated run (one of :data:`EVAL_ROLES`). A Table 1 run (Base, GRPO at
+    each N, POPE, the main NudgeRL run) is one whatever else it is (the eps_high sweep's main
+    value is the main GRPO run); NudgeRL's ``<main>_<suffix>`` runs are ablations; a run of no
+    listed kind (the A/A repeat, read against its Table 1 partner) counts as Table 1."""
+    nudge_main = nudge_main_method({k: v for k, v in config.get("nudgerl", {}).items() if k != "ablations"})
+    if method in {"base", *grpo_methods(config), pope_method(config), nudge_main}:
+        return "table1"
+    if method in {m for _, m in eps_sweep(config)}:
+        return "sweep"
+    if method in baseline_runs(config):
+        return "baseline"
+    if method.startswith(f"{nudge_main}_"):
+        return "ablation"
+    return "table1"
+
+
+def role_samples(eval_section: dict, role: str) -> int:
+    """Samples per problem of ``role``'s evaluations: eval.samples_per_role.<role>, else
+    eval.samples_per_problem. Each must reach the largest k of eval.ks (pass@k needs k samples)."""
+    counts = eval_section.get("samples_per_role") or {}
+    unknown = sorted(set(counts) - set(EVAL_ROLES))
+    if unknown:
+        raise ValueError(f"config key 'eval.samples_per_role': unknown role(s) {unknown}; roles are {list(EVAL_ROLES)}")
+    key = f"eval.samples_per_role.{role}" if role in counts else "eval.samples_per_problem"
+    n = counts.get(role, eval_section["samples_per_problem"])
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"config key '{key}': samples per problem must be a whole number >= 1, not {n!r}")
+    top_k = max(eval_section.get("ks") or [1])
+    if n < top_k:
+        raise ValueError(f"config key '{key}': {n} samples per problem cannot give pass@{top_k} (eval.ks); "
+                         f"raise it to {top_k} or more")
+    return n
+
+
+def eval_samples(config: dict, method: str) -> int:
+    """Samples per problem of ``method``'s evaluation, by its role."""
+    return role_samples(config["eval"], eval_role(config, method))

@@ -66,4 +66,24 @@ def from_section(cls: type[T], data: Mapping[str, Any] | None, section: str, ign
     return cls(**kwargs)
 
 
-__all__ = ["UnknownKeysError", "accepted_keys", "from_section"]
+# Sections a real model's entry (config ``models[]``) may set keys of for that model's jobs only:
+# what a GPU job needs of its card differs by model (a 7 B model without GQA needs a larger
+# vLLM share than a 4 B one with it), while the method's settings stay the same for all models.
+MODEL_OVERRIDE_SECTIONS = ("grpo", "eval", "ranking")
+
+
+def section_for_model(config: Mapping[str, Any], name: str, model: str | None = None) -> dict:
+    """Config section ``name`` as model ``model``'s jobs read it: the section with the keys of
+    the model entry's own ``<name>`` mapping (``models[].<name>``) in place of the section's.
+    The section alone where ``model`` is None (the organism) or its entry sets none."""
+    merged = dict(config.get(name) or {})
+    if model is None or name not in MODEL_OVERRIDE_SECTIONS:
+        return merged
+    entries = [m for m in config.get("models") or [] if m.get("name") == model]
+    if not entries:
+        raise KeyError(f"config key 'models': no model named {model!r} (known: "
+                       f"{[m.get('name') for m in config.get('models') or []]})")
+    return {**merged, **(entries[0].get(name) or {})}
+
+
+__all__ = ["MODEL_OVERRIDE_SECTIONS", "UnknownKeysError", "accepted_keys", "from_section", "section_for_model"]

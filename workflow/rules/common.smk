@@ -27,6 +27,7 @@ GGUF_MODELS = PLAN.paths.GGUF_MODELS
 HUB_MODELS = PLAN.paths.HUB_MODELS
 HUB_OFFLINE = PLAN.paths.HUB_OFFLINE  # command prefix of jobs that load a base policy
 TRAIN_RETRIES = PLAN.resources.TRAIN_RETRIES
+EVAL_RETRIES = PLAN.resources.EVAL_RETRIES
 N_BOOT = PLAN.arguments.N_BOOT
 EXPLORATION_SHARE = PLAN.arguments.EXPLORATION_SHARE
 EXPLORATION_CONFIDENCE = PLAN.arguments.EXPLORATION_CONFIDENCE
@@ -122,6 +123,8 @@ study_cell_table_reference = PLAN.study.study_cell_table_reference
 
 # ---- what a rule's input, params and resources functions return ---------------------------
 section = PLAN.arguments.section
+eval_section = PLAN.arguments.eval_section  # evaluate's: its run's samples per problem (eval.samples_per_role)
+model_section = PLAN.arguments.model_section  # a GPU rule's section with its model's own keys (models[].<section>)
 rl_diagnosis_section = PLAN.arguments.rl_diagnosis_section
 drill_section = PLAN.arguments.drill_section
 grpo_eps_section = PLAN.arguments.grpo_eps_section
@@ -137,6 +140,8 @@ gguf_args = PLAN.paths.gguf_args
 snapshot_source = PLAN.paths.snapshot_source
 rule_resources = PLAN.resources.rule_resources
 rule_threads = PLAN.resources.rule_threads
+# the GPUs each rule's jobs ask for (config resources.gpu): what the compute table charges them
+GPUS_PER_RULE = config.get("resources", {}).get("gpu", {})
 dvc_stage_deps = PLAN.paths.dvc_stage_deps
 dvc_stage_definition = PLAN.paths.dvc_stage_definition
 helper_calls_api = PLAN.paths.helper_calls_api
@@ -153,6 +158,7 @@ model_arg = PLAN.paths.model_arg
 launcher = PLAN.resources.launcher
 attempt_number = PLAN.resources.attempt_number
 inference_launcher = PLAN.resources.inference_launcher
+eval_launcher = PLAN.resources.eval_launcher  # evaluate's: with its time budget under Slurm (stop, exit 75, retry)
 result_outputs = PLAN.result_outputs
 final_outputs = PLAN.final_outputs
 
@@ -199,10 +205,11 @@ def start_job_server():
         return
     from nudgerl import job_client
 
-    os.makedirs(f"{RESULTS}/logs", exist_ok=True)
-    handle = job_client.start(log=f"{RESULTS}/logs/job_server.log")
+    # the run's shared folder: RESULTS holds a {model} wildcard under task math
+    os.makedirs(f"{SHARED}/logs", exist_ok=True)
+    handle = job_client.start(log=f"{SHARED}/logs/job_server.log")
     if handle is None:
-        print(f"nudgerl: the job server did not start ({RESULTS}/logs/job_server.log); every job imports on its own")
+        print(f"nudgerl: the job server did not start ({SHARED}/logs/job_server.log); every job imports on its own")
     JOB_SERVER.append(handle)
 
 

@@ -9,16 +9,21 @@ rule evaluate:
             f"{RESULTS}/eval/{{method}}/seed{{seed}}/{{bench}}.problems.jsonl", bench=BENCHMARKS, allow_missing=True
         ),
     params:
-        cfg=section("eval", exclude=EVAL_EXCLUDE),
+        cfg=eval_section,  # the eval section at the run's role's samples per problem (eval.samples_per_role)
         model=model_arg,
         hub_offline=HUB_OFFLINE,  # HF_HUB_OFFLINE=1 under task math (PlanPaths.HUB_OFFLINE)
         prompt=lambda w: prompt_arg("eval"),
         out_dir=lambda w, output: os.path.dirname(output.summary),
-        launch=inference_launcher,  # NUDGERL_REQUIRE_CUDA=1 when the job asks for a GPU (nudgerl.hardware)
+        # NUDGERL_REQUIRE_CUDA=1 when the job asks for a GPU (nudgerl.hardware); under Slurm the time
+        # budget it stops in between chunks (exit 75) for a retry to resume (eval.chunk_problems)
+        launch=eval_launcher,
         sampling_seed=run_seed,  # the replicate's; the A/A repeat's moved by its offset
+    # a planned stop before the time limit (exit 75) is resumed by a retry (config eval_retries)
+    retries: EVAL_RETRIES
     threads: rule_threads("evaluate")
     resources:
         **rule_resources("evaluate", mem_mb=2000),
+        attempt=attempt_number,  # the launcher passes it on: only a first attempt retries a failed evaluation
     conda:
         "../envs/nudgerl.yaml"
     log:
@@ -26,5 +31,8 @@ rule evaluate:
     benchmark:
         f"{RESULTS}/benchmarks/evaluate/{{method}}_seed{{seed}}.tsv"
     shell:
-        "{params.hub_offline}{params.launch} evaluate --model {params.model} {params.prompt} --benchmarks {input.benchmarks} "
-        "--seed {params.sampling_seed} --params {params.cfg:q} --threads {threads} --out-dir {params.out_dir} > {log} 2>&1"
+        # appended to (>>), as the training logs: an evaluation carried over several jobs keeps each
+        # attempt's "stopped after chunk ..." line
+        "{params.hub_offline}NUDGERL_LOG={log:q} {params.launch} evaluate --model {params.model} {params.prompt} "
+        "--benchmarks {input.benchmarks} --seed {params.sampling_seed} --params {params.cfg:q} --threads {threads} "
+        "--out-dir {params.out_dir} >> {log} 2>&1"

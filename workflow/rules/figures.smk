@@ -16,7 +16,7 @@ rule curve_eval:
         # the whole eval section: `curve` and the evaluate rule's vLLM engine keys (backend,
         # max_model_len, dtype, enforce_eager, gpu_memory_utilization), which curve-eval passes
         # to its one engine
-        cfg=section("eval"),
+        cfg=model_section("eval"),
         base=base_model_arg,
         hub_offline=HUB_OFFLINE,  # HF_HUB_OFFLINE=1 under task math (PlanPaths.HUB_OFFLINE)
         prompt=lambda w: prompt_arg("eval"),
@@ -35,6 +35,59 @@ rule curve_eval:
         "{params.hub_offline}{params.launch} curve-eval --run-dir {params.run_dir} --base-model {params.base} {params.prompt} "
         "--benchmarks {input.benchmarks} --seed {wildcards.seed} --params {params.cfg:q} --threads {threads} "
         "--out {output} > {log} 2>&1"
+
+
+# Checkpoints pruned once nothing needs them (config grpo.prune_checkpoints; off by default, so
+# the organism runs keep theirs). A run's checkpoints serve a resume and its curve; once the run
+# is complete (model/ and its report written) and its curve, if it has one, written, the prune
+# deletes every checkpoint-<step> folder but the curve's own steps (so a rerun of curve_eval,
+# after a code change for instance, still finds them; the final weights are model/).
+# checkpoints/ is no declared output of any rule, so deleting in it trips no output check and
+# reruns no training.
+PRUNE_CHECKPOINTS = bool(config["grpo"].get("prune_checkpoints", False))
+PRUNE_MARKERS = [f"{RESULTS}/runs/{m}/seed{s}/checkpoints_pruned.json" for m, seeds in RUN_SEEDS.items()
+                 if m != "base" for s in seeds] if PRUNE_CHECKPOINTS else []
+
+
+def has_curve(wildcards) -> bool:
+    return wildcards.method in CURVE_METHODS and int(wildcards.seed) in map(int, CURVE_SEEDS)
+
+
+def prune_curve_input(wildcards):
+    """The run's curve when it has one: nothing is pruned before curve_eval has read the checkpoints."""
+    if has_curve(wildcards):
+        return f"{RESULTS}/curves/{wildcards.method}/seed{wildcards.seed}/curve.jsonl".format(**dict(wildcards.items()))
+    return []
+
+
+def prune_keep_steps(wildcards) -> str:
+    """--keep-steps of a curve run: the checkpoints its curve reads (eval.curve.every's multiples
+    below max_steps; the last point is model/). Other runs keep none."""
+    if not has_curve(wildcards):
+        return ""
+    every, last = int(config["eval"]["curve"]["every"]), int(config["grpo"]["max_steps"])
+    return "--keep-steps " + " ".join(str(s) for s in range(every, last, every))
+
+
+rule prune_checkpoints:
+    """Delete a finished run's checkpoints but its curve's, once the curve is written (nudgerl prune-checkpoints)."""
+    input:
+        model=model_dir,
+        metrics=f"{RESULTS}/runs/{{method}}/seed{{seed}}/metrics.jsonl",
+        curve=prune_curve_input,
+    output:
+        f"{RESULTS}/runs/{{method}}/seed{{seed}}/checkpoints_pruned.json",
+    params:
+        run_dir=input_run_dir,
+        curve=lambda w, input: f"--curve {input.curve}" if input.curve else "",
+        keep=prune_keep_steps,
+    localrule: True  # file deletions on the shared file system: no GPU, no allocation
+    conda:
+        "../envs/nudgerl.yaml"
+    log:
+        f"{RESULTS}/logs/prune_checkpoints/{{method}}_seed{{seed}}.log",
+    shell:
+        "nudgerl prune-checkpoints --run-dir {params.run_dir} {params.curve} {params.keep} --out {output} > {log} 2>&1"
 
 
 rule training_curves:
@@ -230,8 +283,10 @@ rule compute_table:
         f"{RESULTS}/benchmarks/compute_table.tsv"
     params:
         results=results_root,
+        gpus=json.dumps(GPUS_PER_RULE),
     shell:
-        "nudgerl compute-table --results {params.results} --out {output.csv} --html {output.html} > {log} 2>&1"
+        "nudgerl compute-table --results {params.results} --gpus-per-rule {params.gpus:q} --out {output.csv} "
+        "--html {output.html} > {log} 2>&1"
 
 
 rule audit:
@@ -239,6 +294,7 @@ rule audit:
     input:
         result_outputs(),
         f"{RESULTS}/tables/compute.csv",
+        PRUNE_MARKERS,  # the audit reads each run's pruned.json: it runs after the prunes
     output:
         txt=f"{RESULTS}/audit/audit.txt",
         html=report(f"{RESULTS}/audit/audit.html", caption="../report/audit.rst", category=REPORT_COMPUTE,

@@ -36,7 +36,7 @@ rule rank_hints:
     output:
         RANKED_POOLS,
     params:
-        cfg=section("ranking"),
+        cfg=model_section("ranking"),
         model=base_model_arg,
         hub_offline=HUB_OFFLINE,  # HF_HUB_OFFLINE=1 under task math (PlanPaths.HUB_OFFLINE)
         prompt=lambda w: prompt_arg("nudgerl"),

@@ -12,7 +12,7 @@ rule train_grpo:
         model=directory(f"{RESULTS}/runs/grpo{{n}}/seed{{seed}}/model"),
         metrics=f"{RESULTS}/runs/grpo{{n}}/seed{{seed}}/metrics.jsonl",
     params:
-        cfg=section("grpo", exclude=GRPO_RUN_EXCLUDE),
+        cfg=model_section("grpo", exclude=GRPO_RUN_EXCLUDE),
         model=base_model_arg,
         hub_offline=HUB_OFFLINE,  # HF_HUB_OFFLINE=1 under task math (PlanPaths.HUB_OFFLINE)
         prompt=lambda w: prompt_arg("train"),
@@ -46,7 +46,7 @@ rule train_grpo_repeat:
         model=directory(f"{RESULTS}/runs/grpo{{n}}_aa/seed{{seed}}/model"),
         metrics=f"{RESULTS}/runs/grpo{{n}}_aa/seed{{seed}}/metrics.jsonl",
     params:
-        cfg=section("grpo", exclude=GRPO_RUN_EXCLUDE),
+        cfg=model_section("grpo", exclude=GRPO_RUN_EXCLUDE),
         model=base_model_arg,
         hub_offline=HUB_OFFLINE,  # HF_HUB_OFFLINE=1 under task math (PlanPaths.HUB_OFFLINE)
         prompt=lambda w: prompt_arg("train"),
@@ -83,7 +83,7 @@ rule train_nudgerl:
     wildcard_constraints:
         method=r"nudgerl\d+(_[a-z0-9.]+)?",
     params:
-        cfg=section("grpo", exclude=GRPO_RUN_EXCLUDE),
+        cfg=model_section("grpo", exclude=GRPO_RUN_EXCLUDE),
         model=base_model_arg,
         hub_offline=HUB_OFFLINE,  # HF_HUB_OFFLINE=1 under task math (PlanPaths.HUB_OFFLINE)
         prompt=lambda w: prompt_arg("nudgerl"),
@@ -118,7 +118,7 @@ rule train_pope:
         model=directory(f"{RESULTS}/runs/pope{{n}}/seed{{seed}}/model"),
         metrics=f"{RESULTS}/runs/pope{{n}}/seed{{seed}}/metrics.jsonl",
     params:
-        cfg=section("grpo", exclude=GRPO_RUN_EXCLUDE),
+        cfg=model_section("grpo", exclude=GRPO_RUN_EXCLUDE),
         model=base_model_arg,
         hub_offline=HUB_OFFLINE,  # HF_HUB_OFFLINE=1 under task math (PlanPaths.HUB_OFFLINE)
         prompt=lambda w: prompt_arg("pope"),

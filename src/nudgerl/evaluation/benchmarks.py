@@ -7,10 +7,15 @@ Writes, per benchmark: ``<bench>.samples.jsonl`` (one line per sample), ``<bench
 from __future__ import annotations
 
 import json
+import math
 import time
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from nudgerl.algorithms import mean_pass_at_k
+from nudgerl.attempts import PLANNED_STOP_EXIT_CODE
 from nudgerl.evaluation.grading import DEFAULT_MODE, GradeStats, grade, grading_region
 from nudgerl.io import atomic_write_text, write_jsonl
 from nudgerl.evaluation.sampling import SamplingParams, chat_prompt, generate
@@ -27,15 +32,10 @@ def build_prompts(tokenizer, problems: list[dict], template=None, hint: str | No
                                           add_generation_prompt=True) for p in problems]
 
 
-def evaluate_benchmark(model, tokenizer, problems: list[dict], params: SamplingParams, ks: list[int],
-                       parse_strategy=None, hint: str | None = None, progress: bool = False, template=None,
-                       grader_mode: str = DEFAULT_MODE):
-    """Sample and grade; returns (sample rows, problem rows, summary)."""
-    t0 = time.perf_counter()
-    prompts = build_prompts(tokenizer, problems, template, hint)
-    outputs = generate(model, tokenizer, prompts, params, progress=progress)
-    stats = GradeStats()
-    region = grading_region(template)
+def grade_outputs(problems: list[dict], outputs, stats: GradeStats, parse_strategy=None, region=None,
+                  grader_mode: str = DEFAULT_MODE):
+    """Grade sampled outputs (one list of (text, n_tokens) per problem); returns (sample rows,
+    problem rows)."""
     samples, per_problem = [], []
     for p, outs in zip(problems, outputs):
         c = 0
@@ -51,17 +51,38 @@ def evaluate_benchmark(model, tokenizer, problems: list[dict], params: SamplingP
         if "hard" in p:
             prow["hard"] = p["hard"]
         per_problem.append(prow)
+    return samples, per_problem
+
+
+def benchmark_summary(samples: list[dict], per_problem: list[dict], n: int, ks: list[int], grader: dict,
+                      seconds: float, grader_mode: str) -> dict:
+    """A benchmark's summary from all its sample and problem rows (however they were sampled)."""
     nc = [(r["n"], r["c"]) for r in per_problem]
     summary = {
-        "problems": len(problems),
-        "samples_per_problem": params.n,
-        "pass@k": {str(k): mean_pass_at_k(nc, k) for k in ks if k <= params.n},
+        "problems": len(per_problem),
+        "samples_per_problem": n,
+        "pass@k": {str(k): mean_pass_at_k(nc, k) for k in ks if k <= n},
         "generated_tokens": sum(s["tokens"] for s in samples),
-        "seconds": time.perf_counter() - t0,
-        "grader": stats.as_dict(),
+        "seconds": seconds,
+        "grader": grader,
         "grader_mode": grader_mode,
     }
     summary["pass@1"] = summary["pass@k"]["1"]
+    return summary
+
+
+def evaluate_benchmark(model, tokenizer, problems: list[dict], params: SamplingParams, ks: list[int],
+                       parse_strategy=None, hint: str | None = None, progress: bool = False, template=None,
+                       grader_mode: str = DEFAULT_MODE):
+    """Sample and grade; returns (sample rows, problem rows, summary)."""
+    t0 = time.perf_counter()
+    prompts = build_prompts(tokenizer, problems, template, hint)
+    outputs = generate(model, tokenizer, prompts, params, progress=progress)
+    stats = GradeStats()
+    samples, per_problem = grade_outputs(problems, outputs, stats, parse_strategy, grading_region(template),
+                                         grader_mode)
+    summary = benchmark_summary(samples, per_problem, params.n, ks, stats.as_dict(), time.perf_counter() - t0,
+                                grader_mode)
     return samples, per_problem, summary
 
 
@@ -99,36 +120,149 @@ def clear_partials(out_dir: Path) -> None:
     shutil.rmtree(Path(out_dir) / RESUME_DIR, ignore_errors=True)
 
 
+# Exit code of an evaluation that stopped itself before its time budget ran out, its finished
+# chunks saved: the trainer's planned stop's, so the rule's retry resumes it (nudgerl.attempts).
+STOPPED_EXIT_CODE = PLANNED_STOP_EXIT_CODE
+# Seconds this evaluation process may run (set by the workflow's launcher inside a Slurm job:
+# the job's time limit less a lead for Snakemake and the final writes; PlanResources).
+BUDGET_VAR = "NUDGERL_EVAL_BUDGET_S"
+
+
+class EvaluationStopped(Exception):
+    """Raised between chunks when the next chunk would not end within the time budget; every
+    finished chunk is saved and a rerun resumes after it."""
+
+
+@dataclass
+class TimeBudget:
+    """Until when (``clock()`` seconds) this process may sample."""
+
+    deadline: float
+    clock: Callable[[], float] = time.monotonic
+
+    @classmethod
+    def from_env(cls, started: float, environ=None, clock: Callable[[], float] = time.monotonic):
+        """The budget :data:`BUDGET_VAR` sets, counted from ``started`` (a ``clock()`` reading at
+        the process's start); None when it is unset or empty (no time limit)."""
+        import os
+
+        raw = (os.environ if environ is None else environ).get(BUDGET_VAR, "").strip()
+        if not raw:
+            return None
+        try:
+            seconds = float(raw)
+        except ValueError:
+            raise ValueError(f"{BUDGET_VAR}={raw!r}: not a number of seconds") from None
+        return cls(started + seconds, clock)
+
+    def fits(self, seconds: float) -> bool:
+        return self.clock() + seconds <= self.deadline
+
+
+def chunk_bounds(n_problems: int, chunk_problems: int | None, samples_per_problem: int, batch_size: int,
+                 batch_aligned: bool = True) -> list[tuple[int, int]]:
+    """[start, end) problem ranges of a benchmark's resume chunks, about ``chunk_problems``
+    problems each (None or 0: one chunk). ``batch_aligned`` (the transformers backend, which
+    draws one random stream over batches of ``batch_size`` samples): each chunk is rounded up to
+    whole batches, so chunked sampling runs the batches an unchunked run does, from the same
+    random states, and gives the same samples. vLLM seeds each problem's request on its own:
+    any cut gives the same samples."""
+    if not chunk_problems or chunk_problems >= n_problems:
+        return [(0, n_problems)]
+    step = batch_size // math.gcd(samples_per_problem, batch_size) if batch_aligned else 1
+    size = -(-chunk_problems // step) * step
+    return [(start, min(start + size, n_problems)) for start in range(0, n_problems, size)]
+
+
+def _encode_rng(state) -> str | None:
+    import base64
+
+    return None if state is None else base64.b64encode(bytes(state.tolist())).decode()
+
+
+def _decode_rng(text: str | None):
+    if text is None:
+        return None
+    import base64
+
+    import torch
+
+    return torch.tensor(list(base64.b64decode(text)), dtype=torch.uint8)
+
+
+def _chunk_fingerprint(benchmark_fingerprint: str, bounds: tuple[int, int]) -> str:
+    import hashlib
+
+    return hashlib.sha256(f"{benchmark_fingerprint}:{bounds[0]}:{bounds[1]}".encode()).hexdigest()
+
+
+def _chunk_partial(out_dir: Path, name: str, index: int) -> Path:
+    return out_dir / RESUME_DIR / f"{name}.chunk{index:04d}.json"
+
+
 def evaluate_model(model_dir: str, benchmarks: dict[str, list[dict]], params: SamplingParams, ks: list[int],
                    out_dir: Path, parse_strategy=None, progress: bool = True, template=None,
                    backend: str = "transformers", revision: str | None = None, backend_kwargs: dict | None = None,
-                   log=print, grader_mode: str = DEFAULT_MODE) -> dict:
-    """Evaluate every benchmark; resumable. Each finished benchmark is saved (atomically) to
-    ``<out_dir>/.resume/<bench>.json`` before the next starts, and a rerun after a kill reuses
-    it instead of sampling again. A resume unit is a whole benchmark because each benchmark
-    is sampled from one seeded stream: the resumed results equal an unbroken run's."""
-    from nudgerl.evaluation.sampling import load_policy
+                   log=print, grader_mode: str = DEFAULT_MODE, chunk_problems: int | None = None,
+                   budget: TimeBudget | None = None) -> dict:
+    """Evaluate every benchmark; resumable per chunk of ``chunk_problems`` problems
+    (:func:`chunk_bounds`). Each finished chunk is saved (atomically, with the random state it
+    ended in) to ``<out_dir>/.resume/<bench>.chunk<k>.json``; a rerun after a kill or a planned
+    stop reuses it instead of sampling again, and starts the next chunk from its saved state, so
+    the results equal an unbroken run's. With a ``budget``, raises :class:`EvaluationStopped`
+    before a chunk that would not end in time (estimated from the seconds per problem of the
+    chunks measured so far, here or in an earlier attempt), unless it has sampled none yet."""
+    from nudgerl.evaluation.sampling import load_policy, sampling_rng_state
 
     model, tokenizer = None, None
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    region = grading_region(template)
+    seconds_per_problem = 0.0  # the slowest finished chunk's, the estimate of the next one's cost
     summaries = {}
     for name, problems in benchmarks.items():
-        partial = out_dir / RESUME_DIR / f"{name}.json"
         fingerprint = _fingerprint(model_dir, problems, params, ks, template, grader_mode)
-        saved = _load_partial(partial, fingerprint)
-        if saved is not None:
-            log(f"{name}: resumed from {partial} ({len(saved['problems'])} problems, not sampled again)")
-            samples, per_problem, summary = saved["samples"], saved["problems"], saved["summary"]
-        else:
-            if model is None:
-                model, tokenizer = load_policy(model_dir, backend=backend, revision=revision, **(backend_kwargs or {}))
-            samples, per_problem, summary = evaluate_benchmark(
-                model, tokenizer, problems, params, ks, parse_strategy=parse_strategy, progress=progress,
-                template=template, grader_mode=grader_mode,
-            )
-            atomic_write_text(partial, json.dumps({"fingerprint": fingerprint, "samples": samples,
-                                                   "problems": per_problem, "summary": summary}))
+        bounds = chunk_bounds(len(problems), chunk_problems, params.n, params.batch_size,
+                              batch_aligned=backend == "transformers")
+        samples, per_problem, grader, seconds = [], [], Counter(), 0.0
+        rng = None  # None: the first chunk starts the stream at params.seed
+        for index, (start, end) in enumerate(bounds):
+            partial = _chunk_partial(out_dir, name, index)
+            chunk_fp = _chunk_fingerprint(fingerprint, (start, end))
+            saved = _load_partial(partial, chunk_fp)
+            if saved is not None:
+                log(f"{name}: resumed from {partial} ({end - start} problems, not sampled again)")
+            else:
+                # an attempt samples at least one chunk, so a retry always makes progress
+                if (budget is not None and model is not None
+                        and not budget.fits(seconds_per_problem * (end - start))):
+                    raise EvaluationStopped(
+                        f"{name}: stopped before problems {start}-{end - 1} (chunk {index + 1} of {len(bounds)}, "
+                        f"~{seconds_per_problem * (end - start):.0f} s) for the time budget ({BUDGET_VAR}); "
+                        "finished chunks are saved, rerun resumes")
+                if model is None:
+                    model, tokenizer = load_policy(model_dir, backend=backend, revision=revision,
+                                                   **(backend_kwargs or {}))
+                t0 = time.perf_counter()
+                chunk = problems[start:end]
+                outputs = generate(model, tokenizer, build_prompts(tokenizer, chunk, template), params,
+                                   progress=progress, rng_state=_decode_rng(rng))
+                rng_after = _encode_rng(sampling_rng_state(model))
+                stats = GradeStats()
+                chunk_samples, chunk_problem_rows = grade_outputs(chunk, outputs, stats, parse_strategy, region,
+                                                                   grader_mode)
+                saved = {"fingerprint": chunk_fp, "chunk": [start, end], "samples": chunk_samples,
+                         "problems": chunk_problem_rows, "grader": stats.as_dict(),
+                         "seconds": time.perf_counter() - t0, "rng_state": rng_after}
+                atomic_write_text(partial, json.dumps(saved))
+            if end > start:
+                seconds_per_problem = max(seconds_per_problem, saved["seconds"] / (end - start))
+            samples += saved["samples"]
+            per_problem += saved["problems"]
+            grader.update(saved["grader"])
+            seconds += saved["seconds"]
+            rng = saved["rng_state"]
+        summary = benchmark_summary(samples, per_problem, params.n, ks, dict(grader), seconds, grader_mode)
         write_jsonl(out_dir / f"{name}.samples.jsonl", samples)
         write_jsonl(out_dir / f"{name}.problems.jsonl", per_problem)
         atomic_write_text(out_dir / f"{name}.summary.json", json.dumps(summary, indent=2))

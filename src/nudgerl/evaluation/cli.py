@@ -55,24 +55,54 @@ def cmd_regime_gate(args) -> None:
     write_provenance(args.out, args.regime, {}, [args.diagnosis])
 
 
+def chunk_size(params: dict) -> int | None:
+    """``eval.chunk_problems``: problems per resume chunk (None: a whole benchmark per chunk)."""
+    value = params.get("chunk_problems")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise SystemExit(f"nudgerl evaluate: eval.chunk_problems must be a whole number >= 1 (problems per "
+                         f"resume chunk) or null, not {value!r}")
+    return value
+
+
 def cmd_evaluate(args) -> None:
+    import time
+
+    from nudgerl.attempts import guarded_attempt
+
+    started = time.monotonic()  # the time budget counts the model's load too
     set_threads(args.threads)
-    from nudgerl.evaluation.benchmarks import clear_partials, evaluate_model
+    out = Path(args.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    # only the planned stop is retried; a retry of a failed evaluation refuses (nudgerl.attempts)
+    with guarded_attempt(out):
+        _evaluate(args, out, started)
+
+
+def _evaluate(args, out: Path, started: float) -> None:
+    from nudgerl.evaluation.benchmarks import (STOPPED_EXIT_CODE, EvaluationStopped, TimeBudget, clear_partials,
+                                               evaluate_model)
+    from nudgerl.evaluation.sampling import sampling_params, vllm_engine_kwargs
     from nudgerl.io import atomic_write_text, read_problems, write_provenance
     from nudgerl.organism.task import parse_strategy
-    from nudgerl.evaluation.sampling import sampling_params, vllm_engine_kwargs
 
     p = args.params
     template = prompt_template(args)
     params = sampling_params(p, p["samples_per_problem"], seed=args.seed,
                              stop=template.stop if template is not None else ())
     benchmarks = {Path(b).stem: read_problems(b) for b in args.benchmarks}
-    out = Path(args.out_dir)
     organism = template is None or template.style == "organism"
-    summaries = evaluate_model(args.model, benchmarks, params, p.get("ks", [1]), out,
-                               parse_strategy=parse_strategy if organism else None, template=template,
-                               backend=p.get("backend", "transformers"), revision=args.revision,
-                               backend_kwargs=vllm_engine_kwargs(p), grader_mode=args.grader_mode)
+    try:
+        summaries = evaluate_model(args.model, benchmarks, params, p.get("ks", [1]), out,
+                                   parse_strategy=parse_strategy if organism else None, template=template,
+                                   backend=p.get("backend", "transformers"), revision=args.revision,
+                                   backend_kwargs=vllm_engine_kwargs(p), grader_mode=args.grader_mode,
+                                   chunk_problems=chunk_size(p), budget=TimeBudget.from_env(started))
+    except EvaluationStopped as stop:
+        # a planned stop, not a failure: the rule's retry (eval_retries) resumes after the saved chunks
+        print(f"nudgerl evaluate: {stop}", flush=True)
+        raise SystemExit(STOPPED_EXIT_CODE) from None
     atomic_write_text(out / "summary.json", json.dumps(summaries, indent=2))
     write_provenance(out / "summary.json", p, {"sampling": args.seed}, [args.model, *args.benchmarks],
                      outputs=[out / f"{b}.{kind}" for b in benchmarks

@@ -95,10 +95,17 @@ def chat_prompt(tokenizer, user: str, system: str | None = None) -> str:
     return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
 
-def generate(model, tokenizer, prompts: list[str], params: SamplingParams, progress: bool = False):
+def generate(model, tokenizer, prompts: list[str], params: SamplingParams, progress: bool = False,
+             rng_state=None):
     """Sample ``params.n`` completions for each chat-formatted prompt.
 
     Returns a list (one entry per prompt) of lists of (text, n_tokens).
+
+    ``rng_state`` (transformers backend): start the random stream at this state (what
+    :func:`sampling_rng_state` returned after an earlier call) instead of at ``params.seed``. Sampling a
+    list in pieces that each end on a batch boundary, each piece started at the state the one
+    before ended in, gives the samples of one call over the whole list. vLLM seeds each
+    request from ``params.seed`` and ignores it.
     """
     if isinstance(model, VLLMPolicy):
         return model.generate(prompts, params)
@@ -107,7 +114,10 @@ def generate(model, tokenizer, prompts: list[str], params: SamplingParams, progr
 
     jobs = [(i, p) for i, p in enumerate(prompts) for _ in range(params.n)]
     out: list[list[tuple[str, int]]] = [[] for _ in prompts]
-    torch.manual_seed(params.seed)
+    if rng_state is None:
+        torch.manual_seed(params.seed)
+    else:
+        torch.set_rng_state(rng_state)
     eos = tokenizer.eos_token_id
     bar = tqdm(total=len(jobs), desc="sampling", disable=not progress, unit="sample")
     for start in range(0, len(jobs), params.batch_size):
@@ -133,6 +143,17 @@ def generate(model, tokenizer, prompts: list[str], params: SamplingParams, progr
         bar.update(len(chunk))
     bar.close()
     return out
+
+
+def sampling_rng_state(model):
+    """The random state the next :func:`generate` call on ``model`` would continue from (the
+    transformers backend samples on the CPU from torch's global generator); None for vLLM,
+    whose requests are seeded each on its own."""
+    if isinstance(model, VLLMPolicy):
+        return None
+    import torch
+
+    return torch.get_rng_state()
 
 
 def adapter_base(model_dir: str) -> str | None:
@@ -210,6 +231,13 @@ class VLLMPolicy:
             from vllm import LLM, SamplingParams
             from vllm.lora.request import LoRARequest
 
+            from nudgerl.gpu_memory import preflight_gpu_memory
+
+            if tensor_parallel_size == 1 and max_model_len:
+                # a share that cannot hold the model on this card stops here, with the numbers,
+                # not as a vLLM error after the weights loaded (no CUDA: nothing is checked)
+                preflight_gpu_memory(self.base, gpu_memory_utilization, sequence_tokens=max_model_len,
+                                     where="config eval/ranking gpu_memory_utilization, or models[].eval/ranking")
             kwargs = dict(model=self.base, revision=revision, dtype=dtype, max_model_len=max_model_len,
                           gpu_memory_utilization=gpu_memory_utilization, tensor_parallel_size=tensor_parallel_size,
                           enforce_eager=enforce_eager,

@@ -8,19 +8,30 @@ from __future__ import annotations
 import json
 import shlex
 
-# config keys read by other rules than the section's main one
-GRPO_RUN_EXCLUDE = ("epsilon_high_sweep", "epsilon_high_sweep_group_size")
-EVAL_EXCLUDE = ("curve",)
+from nudgerl.sections import section_for_model
+
+# config keys read by other rules than the section's main one (prune_checkpoints: rule
+# prune_checkpoints; left out of the trainers' params, so turning it on re-runs no training)
+GRPO_RUN_EXCLUDE = ("epsilon_high_sweep", "epsilon_high_sweep_group_size", "prune_checkpoints")
+# samples_per_role: resolved per run into samples_per_problem (eval_section), so a change
+# re-runs only the evaluations whose count it changes
+EVAL_EXCLUDE = ("curve", "samples_per_role")
 POPE_RUN_EXCLUDE = ("num_generations", "oracle_stage")  # the run's id and its oracles' stage
 # the sampler keys of the eval section that the diagnostic figures (strategy diversity, case study) use
 SAMPLING_KEYS = ("temperature", "top_p", "max_new_tokens", "batch_size")
 
 
-def grpo_run_section(config: dict, overrides: dict | None = None) -> str:
-    """`train-grpo --params` of one run, as JSON: the grpo section less the sweep's keys, with a
-    baseline's ``overrides`` (the default's baseline runs and the regime map's both read this)."""
-    cfg = {k: v for k, v in config.get("grpo", {}).items() if k not in GRPO_RUN_EXCLUDE}
+def grpo_run_section(config: dict, overrides: dict | None = None, model: str | None = None) -> str:
+    """`train-grpo --params` of one run, as JSON: the grpo section (with ``model``'s own keys,
+    config models[].grpo) less the sweep's keys, with a baseline's ``overrides`` (the default's
+    baseline runs and the regime map's both read this)."""
+    cfg = {k: v for k, v in section_for_model(config, "grpo", model).items() if k not in GRPO_RUN_EXCLUDE}
     return json.dumps({**cfg, **(overrides or {})}, sort_keys=True)
+
+
+def wildcard_model(wildcards) -> str | None:
+    """The job's real model (wildcard ``model``, task math only), or None (the organism)."""
+    return getattr(wildcards, "model", None)
 
 
 def rl_diagnosis_params(config: dict, seed: int) -> dict:
@@ -72,6 +83,18 @@ class PlanArguments:
         cfg = {k: v for k, v in self.config.get(name, {}).items() if k not in exclude}
         return json.dumps({**cfg, **extra}, sort_keys=True)
 
+    def model_section(self, name, exclude=(), **extra):
+        """:meth:`section` of a GPU rule, as a params function of the job's wildcards: under task
+        math the job's model entry's own keys (config models[].<name>: its vLLM memory share,
+        max_model_len) replace the section's, so each model gets what its card needs. The
+        organism's jobs (no model wildcard) get exactly :meth:`section`."""
+
+        def params(wildcards):
+            cfg = section_for_model(self.config, name, wildcard_model(wildcards))
+            return json.dumps({**{k: v for k, v in cfg.items() if k not in exclude}, **extra}, sort_keys=True)
+
+        return params
+
     def rl_diagnosis_section(self, seed):
         """`nudgerl diagnose --rl-params` of a replicate, as JSON (:func:`rl_diagnosis_params`)."""
         return json.dumps(rl_diagnosis_params(self.config, int(seed)), sort_keys=True)
@@ -114,13 +137,19 @@ class PlanArguments:
         args = [f"--prompt {shlex.quote(t)}" if t else "", f"--grader-mode {mode}" if mode != DEFAULT_MODE else ""]
         return " ".join(a for a in args if a)
 
+    def eval_section(self, wildcards):
+        """`nudgerl evaluate --params` of a run: the eval section (with its model's own keys) at
+        the samples per problem of the run's role (PlanMethods.eval_samples, eval.samples_per_role)."""
+        return self.model_section("eval", exclude=EVAL_EXCLUDE,
+                                  samples_per_problem=self._methods.eval_samples(wildcards.method))(wildcards)
+
     def grpo_eps_section(self, wildcards):
         """The grpo section of an eps_high sweep run: its own epsilon_high (wildcard eps)."""
-        return self.section("grpo", exclude=GRPO_RUN_EXCLUDE, epsilon_high=float(wildcards.eps))
+        return self.model_section("grpo", exclude=GRPO_RUN_EXCLUDE, epsilon_high=float(wildcards.eps))(wildcards)
 
     def baseline_section(self, wildcards):
         """The grpo section of a baseline run (wildcards.method): GRPO's, with the baseline's overrides."""
-        return grpo_run_section(self.config, self._methods.BASELINES[wildcards.method])
+        return grpo_run_section(self.config, self._methods.BASELINES[wildcards.method], wildcard_model(wildcards))
 
     def pope_section(self):
         """`train-pope --pope`: the pope section less the run's N and its oracles' stage."""

@@ -6,8 +6,8 @@ in terms of these ids (which runs each compares, their result files).
 from __future__ import annotations
 
 from nudgerl.method_ids import (DEFAULT_AA_SEED_OFFSET, aa_repeat_method, baseline_group_size, baseline_runs, baseline_seeds, eps_sweep, eps_sweep_group_size, epsilon_high,
-                                grpo_group_sizes, grpo_method, grpo_methods, nudge_group_size, nudge_main_method,
-                                pope_method)
+                                eval_role, eval_samples, grpo_group_sizes, grpo_method, grpo_methods, nudge_group_size,
+                                nudge_main_method, pope_method, role_samples)
 
 ABLATION_TITLES = {
     "pdrop": "Ablation: hint drop probability p_drop",
@@ -91,6 +91,11 @@ class PlanMethods:
         if aa is not None:
             self.RUN_SEEDS[self.AA_REPEAT] = self.AA_SEEDS
 
+        # Samples per problem of each evaluated run, by its role (role_samples; the default
+        # config sets no roles: eval.samples_per_problem for all).
+        self.EVAL_ROLE = {m: eval_role(config, m) for m in self.RUN_SEEDS}
+        self.EVAL_SAMPLES = {m: role_samples(config["eval"], role) for m, role in self.EVAL_ROLE.items()}
+
         # The paper's claims (nudgerl.reporting.claims) in terms of this DAG's method ids.
         self.CLAIM_ROLES = {
             "nudgerl": self.NUDGE_MAIN,
@@ -109,6 +114,10 @@ class PlanMethods:
             "baseline_n": self.BASELINE_GROUP_SIZE,
             "aa": {"a": self.AA_METHOD, "b": self.AA_REPEAT, "seeds": self.AA_SEEDS} if aa is not None else None,
         }
+
+    def eval_samples(self, method: str) -> int:
+        """Samples per problem of ``method``'s evaluation (a run outside this plan: Table 1's count)."""
+        return self.EVAL_SAMPLES.get(method) or eval_samples(self.config, method)
 
     def run_seed(self, wildcards) -> int:
         """A run's RL and sampling seed: its replicate's, moved by the offset for the A/A repeat."""

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
 
-from nudgerl.training.attempts import ATTEMPT_VAR
+from nudgerl.evaluation.benchmarks import BUDGET_VAR
+from nudgerl.attempts import ATTEMPT_VAR
 
 # The cluster's name for its GPU type (its GRES type, e.g. h100, a100_80g), from the
 # environment like the Slurm account and partition (profiles/slurm): a tracked config cannot
@@ -44,6 +46,21 @@ def launcher_signal_env(kill_after_s=TRAIN_KILL_AFTER_S) -> dict:
             "TORCH_ELASTIC_SHUTDOWN_TIMEOUT": str(kill_after_s)}
 
 
+def accelerate_port_args(config_file) -> str:
+    """`accelerate launch`'s rendezvous port for a job on GPUs: 0, for which accelerate (1.15)
+    takes a free port on the node, so two multi-GPU jobs that Slurm puts on one node do not both
+    try its default 29500 (the second would fail with "port already in use"). Nothing for a CPU
+    config (use_cpu: true): accelerate's CPU launcher hands the port to gloo as it is, and 0
+    there is no address the other processes can find."""
+    import yaml
+
+    path = Path(config_file)
+    if not path.is_file():
+        return ""  # accelerate reports the missing file itself, naming it
+    settings = yaml.safe_load(path.read_text()) or {}
+    return "" if settings.get("use_cpu") else "--main_process_port 0 "
+
+
 def slurm_gpu_type(environ=None) -> str:
     """The GPU type GPU jobs ask for (NUDGERL_SLURM_GPU_TYPE), or "" for a plain GPU count."""
     environ = os.environ if environ is None else environ
@@ -69,6 +86,25 @@ def time_budget(runtime_min, stop_before_s=TRAIN_STOP_BEFORE_LIMIT_S, kill_after
     return f"${{SLURM_JOB_ID:+timeout --preserve-status --signal=USR1 --kill-after={kill_after_s} {budget_s}}} "
 
 
+# An evaluation stops itself between chunks of problems (eval.chunk_problems) when the next
+# would not end this long before the job's time limit: Snakemake's start inside the job comes
+# before the budget's clock starts, its bookkeeping and the last outputs' writes after the stop.
+EVAL_STOP_BEFORE_LIMIT_S = 10 * 60
+
+
+def eval_time_budget(runtime_min, stop_before_s=EVAL_STOP_BEFORE_LIMIT_S) -> str:
+    """A command prefix giving an evaluation its seconds (:data:`BUDGET_VAR`): the job's time limit
+    (resources runtime, minutes) less ``stop_before_s``, only inside a Slurm job (a local run has
+    no time limit). `env` sets it, because an assignment that comes out of an expansion is a
+    word, not an assignment. Empty when the job has no runtime or one shorter than the lead."""
+    if not runtime_min:
+        return ""
+    budget_s = int(runtime_min) * 60 - stop_before_s
+    if budget_s <= 0:
+        return ""
+    return f"${{SLURM_JOB_ID:+env {BUDGET_VAR}={budget_s}}} "
+
+
 class PlanResources:
     """Resources, threads, retries and launchers of the rules' jobs, from one config."""
 
@@ -79,6 +115,9 @@ class PlanResources:
         # rule: a training run longer than its job's time limit stops itself with a checkpoint
         # (exit 75) and is carried on by these retries (config/paper.yaml). None: the profile's.
         self.TRAIN_RETRIES = config.get("train_retries")
+        # Likewise for rule evaluate: an evaluation longer than its job's time limit stops itself
+        # between chunks (exit 75) and these retries resume it. None: the profile's.
+        self.EVAL_RETRIES = config.get("eval_retries")
 
     def rule_resources(self, rule, **defaults):
         """What a rule's jobs ask the scheduler for: config `resources.<name>.<rule>` over the
@@ -113,7 +152,7 @@ class PlanResources:
         attempt = getattr(resources, "attempt", None)
         if attempt is not None:
             # which try of this job it is: a retry of a run that failed (not the planned stop,
-            # exit 75) refuses at once (nudgerl.training.attempts)
+            # exit 75) refuses at once (nudgerl.attempts)
             env += f"{ATTEMPT_VAR}={int(attempt)} "
         budget = time_budget(getattr(resources, "runtime", None))
         if gpus <= 1:
@@ -121,7 +160,8 @@ class PlanResources:
         acc = self.config.get("accelerate", {})
         cfg = acc.get("config_file", "workflow/accelerate/deepspeed_zero2.yaml")
         env += "".join(f"{k}={v} " for k, v in launcher_signal_env().items())
-        return f"{env}{budget}accelerate launch --config_file {cfg} --num_processes {gpus} -m nudgerl.cli"
+        port = accelerate_port_args(cfg)
+        return f"{env}{budget}accelerate launch --config_file {cfg} --num_processes {gpus} {port}-m nudgerl.cli"
 
     @staticmethod
     def attempt_number(wildcards, attempt):
@@ -136,3 +176,16 @@ class PlanResources:
         model over several GPUs itself (eval tensor_parallel_size), in one process."""
         gpus = int(getattr(resources, "gpu", 0) or 0)
         return "NUDGERL_REQUIRE_CUDA=1 nudgerl" if gpus >= 1 else "nudgerl"
+
+    def eval_launcher(self, wildcards, resources):
+        """Rule evaluate's :meth:`inference_launcher`, under Slurm with its time budget
+        (:func:`eval_time_budget`): the evaluation stops between chunks before the job's time
+        limit and exits 75 for a retry (eval_retries) to resume it."""
+        gpus = int(getattr(resources, "gpu", 0) or 0)
+        # assignments first, the budget's (possibly empty) expansion after them: a word before an
+        # assignment would make the assignment a command word
+        env = "NUDGERL_REQUIRE_CUDA=1 " if gpus >= 1 else ""
+        attempt = getattr(resources, "attempt", None)
+        if attempt is not None:
+            env += f"{ATTEMPT_VAR}={int(attempt)} "  # a retry of a failed evaluation refuses (nudgerl.attempts)
+        return f"{env}{eval_time_budget(getattr(resources, 'runtime', None))}nudgerl"

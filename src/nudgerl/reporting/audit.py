@@ -9,7 +9,9 @@ and follows inputs to the sidecars of the jobs that produced them, reporting
   or overwritten outside the pipeline);
 - ``stale``: an input differs from the hash recorded by a job that read it (the input was
   regenerated, the consumer was not);
-- ``missing``: a recorded input or output no longer exists;
+- ``missing``: a recorded input or output no longer exists (a checkpoint file that a run's
+  ``checkpoints/pruned.json`` lists is not missing but pruned on purpose once the run was
+  complete, by ``nudgerl prune-checkpoints``; counted in a note);
 - ``dvc``: ``dvc status`` reports a changed DVC stage (strategy pools, oracle solutions),
   or could not run.
 
@@ -31,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nudgerl.offline.helper_llm import computed_here
-from nudgerl.io import is_sidecar, sha256_file
+from nudgerl.io import is_sidecar, pruned_checkpoint_files, sha256_file
 from nudgerl.tools import tool_command
 
 ROOT_FOLDERS = ("tables", "figures", "diagnostics")
@@ -222,8 +224,13 @@ def _audit(results: Path, check_dvc: bool, dvc_stages: list[str] | None = None) 
     if not roots:
         report.findings.append(Finding("missing", str(results), "no table or figure has a provenance sidecar"))
     seen, queue, flagged = set(), deque(roots), set()
+    pruned = pruned_checkpoint_files(results)
+    pruned_seen: dict[str, set[str]] = {}  # record -> the files it explains
 
     def flag(finding: Finding):
+        if finding.kind == "missing" and (record := pruned.get(os.path.normpath(finding.path))):
+            pruned_seen.setdefault(record, set()).add(finding.path)
+            return
         key = (finding.kind, finding.path)
         if key not in flagged:
             flagged.add(key)
@@ -263,6 +270,8 @@ def _audit(results: Path, check_dvc: bool, dvc_stages: list[str] | None = None) 
             if (p := producer.get(os.path.normpath(path))) is not None:
                 queue.append(p)
     report.sidecars_checked = len(seen)
+    report.notes += [f"{len(files)} recorded file(s) pruned on purpose by nudgerl prune-checkpoints ({record})"
+                     for record, files in sorted(pruned_seen.items())]
     report.files_checked = sum(1 for v in hasher.cache.values() if v is not None)
     if check_dvc:
         _check_dvc(report, results, dvc_stages)

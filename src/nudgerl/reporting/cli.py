@@ -171,7 +171,7 @@ def cmd_compute_table(args) -> None:
     from nudgerl.reporting.compute import write_compute_csv
     from nudgerl.io import write_provenance
 
-    rows = write_compute_csv(Path(args.results), Path(args.out))
+    rows = write_compute_csv(Path(args.results), Path(args.out), json.loads(args.gpus_per_rule))
     write_provenance(args.out, {}, {}, [r["benchmark_file"] for r in rows])
     if args.html:
         from nudgerl.reporting.report_pages import write_csv_page
@@ -325,7 +325,7 @@ def cmd_plan_cost(args) -> None:
     jobs = cost.dry_run_jobs(proc.stdout + proc.stderr)
     gpu, eff = cost.GPUS[args.gpu], cost.Efficiency()
     costs = cost.plan(jobs, config, gpu, eff, cost.read_measured(args.measured), pool_hints)
-    text = cost.render_markdown(costs, gpu, eff, " ".join(args.configfile))
+    text = cost.render_markdown(costs, gpu, eff, " ".join(args.configfile), config, args.checkpoint_minutes)
     if args.doc:
         doc = Path(args.doc)
         new = cost.replace_block(doc.read_text(), text, args.doc)
@@ -454,6 +454,8 @@ def register(subparsers) -> None:
     p.add_argument("--measured", help="the first-node check's JSON: measured engine figures per model")
     p.add_argument("--doc", help="also rewrite this page's generated plan-cost block (docs/cluster.md)")
     p.add_argument("--check", action="store_true", help="with --doc: fail when the page's block differs")
+    p.add_argument("--checkpoint-minutes", type=float, default=60.0,
+                   help="training a lost node may cost: the checkpoint interval that bounds it, per run kind")
 
     p = add_command(subparsers, "power-table", cmd_power_table,
                     "what each table's replicates can detect by the verdict rule (80 % power)")
@@ -503,6 +505,8 @@ def register(subparsers) -> None:
     p.add_argument("--results", default="results")
     p.add_argument("--out", required=True)
     p.add_argument("--html", help="also as an HTML page here (for snakemake --report)")
+    p.add_argument("--gpus-per-rule", default="{}",
+                   help="JSON {rule: GPUs its jobs ask for} (config resources.gpu): their GPU-hours")
 
     p = add_command(subparsers, "audit", cmd_audit, "check every table/figure back to its records, checkpoints, data, pools")
     p.add_argument("--results", default=None,

@@ -7,8 +7,10 @@ tokens (TRL's ``num_input_tokens_seen``: prompt + completion tokens through the 
 gradient forward pass; NudgeRL's extra hint-free distillation pass is not counted) and,
 on GPUs, GPU-hours = wall hours x GPUs of the run. A training run carried over several jobs
 (stopped for the time limit, resumed by a retry) or retried after a failure has one benchmark
-row, its last job's; its ``attempts.jsonl`` (nudgerl.training.attempts) gives every attempt's
-seconds (``attempts``, ``attempts_s``), and its GPU-hours count them all.
+row, its last job's; its ``attempts.jsonl`` (nudgerl.attempts) gives every attempt's
+seconds (``attempts``, ``attempts_s``), and its GPU-hours count them all. Every other GPU
+job (evaluation, checkpoint curves, hint ranking) is charged what it asked the scheduler for:
+wall hours x the rule's configured GPUs (config ``resources.gpu``), as Slurm bills it.
 """
 
 from __future__ import annotations
@@ -83,8 +85,10 @@ def run_tokens(run_dir: Path) -> dict:
 NOT_ACCOUNTED = ("compute_table", "audit")
 
 
-def compute_table(results: Path) -> list[dict]:
-    """One row per benchmarked job under ``results/benchmarks`` (but NOT_ACCOUNTED)."""
+def compute_table(results: Path, gpus_per_rule: dict[str, int] | None = None) -> list[dict]:
+    """One row per benchmarked job under ``results/benchmarks`` (but NOT_ACCOUNTED);
+    ``gpus_per_rule``: config ``resources.gpu`` (the GPUs each rule's jobs asked for)."""
+    gpus_per_rule = gpus_per_rule or {}
     results = Path(results)
     bench_root = results / "benchmarks"
     rows = []
@@ -105,16 +109,19 @@ def compute_table(results: Path) -> list[dict]:
             wall = max(row["wall_s"] or 0.0, row["attempts_s"] or 0.0) if row["wall_s"] is not None else None
             if tok.get("gpus") and wall is not None:
                 row["gpu_hours"] = wall * tok["gpus"] / 3600
+        elif int(gpus_per_rule.get(rule, 0) or 0) >= 1 and row["wall_s"] is not None:
+            row["gpus"] = int(gpus_per_rule[rule])
+            row["gpu_hours"] = row["wall_s"] * row["gpus"] / 3600
         rows.append(row)
     return rows
 
 
-def write_compute_csv(results: Path, out: Path) -> list[dict]:
+def write_compute_csv(results: Path, out: Path, gpus_per_rule: dict[str, int] | None = None) -> list[dict]:
     import pandas as pd
 
     from nudgerl.io import atomic_write_text
 
-    rows = compute_table(results)
+    rows = compute_table(results, gpus_per_rule)
     if not rows:
         raise ValueError(f"{results}/benchmarks has no benchmark TSVs")
     df = pd.DataFrame(rows, columns=COLUMNS)

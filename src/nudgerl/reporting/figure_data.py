@@ -73,6 +73,12 @@ def avg_pass1(eval_root: Path, method: str, benchmarks: list[str], seeds: list[i
     return _pass1_with_ci(mats, n_boot)
 
 
+def eval_samples_per_problem(eval_root: Path, method: str, benchmarks: list[str], seeds: list[int]) -> int:
+    """The samples per problem ``method`` was evaluated with (eval.samples_per_role: a run's role
+    sets it, so two points of one figure may differ)."""
+    return per_problem_matrix(eval_root, method, benchmarks[0], seeds)[1]
+
+
 # ---------------------------------------------------------------- training metrics
 
 

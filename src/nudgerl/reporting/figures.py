@@ -27,7 +27,9 @@ from pathlib import Path
 import numpy as np
 
 from nudgerl.io import atomic_write_text
-from nudgerl.reporting.figure_data import avg_pass1, curve_points, replicate_bands, run_rollout_tokens
+from nudgerl.reporting.figure_data import (avg_pass1, curve_points, eval_samples_per_problem, replicate_bands,
+                                           run_rollout_tokens)
+from nudgerl.reporting.tables import samples_phrase
 from nudgerl.reporting.figure_style import (BAND_ALPHA, LEGEND_ROW_IN, METHOD_COLORS, ONE_COLUMN, REPLICATE_ALPHA,
                                             TWO_COLUMN, method_style, pyplot, styled_pyplot)
 
@@ -41,7 +43,8 @@ def save_figure(fig, data: dict, out_prefix: str | Path) -> list[Path]:
     for ext in ("png", "pdf"):
         path = out.with_name(out.name + f".{ext}")
         tmp = path.with_name(f".{path.name}.tmp.{ext}")
-        fig.savefig(tmp, dpi=300 if ext == "png" else None)
+        # no creation date in the PDF: a rerun on the same records writes the same bytes
+        fig.savefig(tmp, dpi=300 if ext == "png" else None, metadata={"CreationDate": None} if ext == "pdf" else None)
         tmp.replace(path)
         paths.append(path)
     plt.close(fig)
@@ -162,7 +165,7 @@ def eps_high_scaling(eval_root: Path, sweep: list[tuple[float, str]], reference:
     """GRPO's average pass@1 against eps_high, with the reference method (NudgeRL at the
     main eps_high) as a horizontal line and band."""
     plt = styled_pyplot()
-    fig, ax = plt.subplots(figsize=_figsize(ONE_COLUMN, 2), constrained_layout=True)
+    fig, ax = plt.subplots(figsize=_figsize(ONE_COLUMN, 3), constrained_layout=True)  # 2 entries, the counts
     pts = sorted((eps, m, *avg_pass1(eval_root, m, benchmarks, seeds, n_boot)) for eps, m in sweep)
     st = method_style(sweep[0][1].split("_")[0])
     x = [p[0] for p in pts]
@@ -177,13 +180,19 @@ def eps_high_scaling(eval_root: Path, sweep: list[tuple[float, str]], reference:
     ax.set_xlabel("eps_high (clip-higher)")
     ax.set_ylabel("average pass@1")
     ax.grid(alpha=0.3)
-    legend_outside(fig, *ax.get_legend_handles_labels(), ncol=1)
+    # the sweep's runs may be evaluated at fewer samples than its main value and the reference
+    # (eval.samples_per_role): the legend says each point's count
+    samples = [eval_samples_per_problem(eval_root, p[1], benchmarks, seeds) for p in pts]
+    ref_samples = eval_samples_per_problem(eval_root, reference, benchmarks, seeds)
+    phrase = samples_phrase({**{f"eps_high={p[0]:g}": n for p, n in zip(pts, samples)}, ref_label: ref_samples})
+    legend_outside(fig, *ax.get_legend_handles_labels(), ncol=1, title=phrase)
     data = {"figure": "eps_high_scaling", "x": "eps_high", "y": "average pass@1", "benchmarks": benchmarks,
-            "seeds": seeds,
+            "seeds": seeds, "samples": phrase,
             "series": [{"label": st["label"], "methods": [p[1] for p in pts], "x": x, "y": y,
-                        "ci_low": [p[3] for p in pts], "ci_high": [p[4] for p in pts]}],
+                        "ci_low": [p[3] for p in pts], "ci_high": [p[4] for p in pts],
+                        "samples_per_problem": samples}],
             "reference": {"method": reference, "label": ref_label, "eps_high": reference_eps,
-                          "y": ref[0], "ci_low": ref[1], "ci_high": ref[2]}}
+                          "y": ref[0], "ci_low": ref[1], "ci_high": ref[2], "samples_per_problem": ref_samples}}
     return fig, data
 
 

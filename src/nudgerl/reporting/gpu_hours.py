@@ -19,47 +19,13 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+# The cards and the models' shapes (GPUS, MODEL_SHAPES) live in nudgerl.gpu_memory, shared with
+# the jobs' memory preflight; named here too, where the plan's readers look for them.
+from nudgerl.gpu_memory import GPU, GPUS, MODEL_SHAPES, ModelShape, kv_cache_tokens  # noqa: F401
+from nudgerl.method_ids import eval_samples
+from nudgerl.sections import section_for_model
+
 # ---------------------------------------------------------------- the documented defaults
-
-
-@dataclass(frozen=True)
-class GPU:
-    name: str
-    memory_gb: float
-    bandwidth_tb_s: float      # HBM bandwidth (datasheet)
-    bf16_tflops: float         # dense bf16 (datasheet)
-
-
-GPUS = {
-    "h100": GPU("H100 SXM 80 GB", 80, 3.35, 989),
-    "h200": GPU("H200 141 GB", 141, 4.8, 989),
-    "a100": GPU("A100 SXM 80 GB", 80, 2.0, 312),
-}
-
-
-@dataclass(frozen=True)
-class ModelShape:
-    """What the plan needs of a model, from its config.json (the Hub page's figures)."""
-    params_b: float   # billions of parameters
-    layers: int
-    kv_heads: int
-    head_dim: int
-
-    @property
-    def weight_gb(self) -> float:
-        return self.params_b * 2  # bf16
-
-    @property
-    def kv_bytes_per_token(self) -> int:
-        return 2 * self.layers * self.kv_heads * self.head_dim * 2  # K and V, bf16
-
-
-MODEL_SHAPES = {
-    # Qwen3-4B-Instruct-2507 config.json: 36 layers, 8 KV heads of 128 (GQA), 4.0 B parameters
-    "Qwen/Qwen3-4B-Instruct-2507": ModelShape(4.0, 36, 8, 128),
-    # Olmo-3-7B config.json: 32 layers, 32 KV heads of 128 (no GQA: 0.5 MiB of KV a token), 7.3 B
-    "allenai/Olmo-3-7B-Instruct-SFT": ModelShape(7.3, 32, 32, 128),
-}
 
 
 @dataclass(frozen=True)
@@ -78,6 +44,7 @@ class Efficiency:
 # Problems per benchmark of config/paper.yaml (MATH500 at level 5; the pinned Apex shortlist)
 BENCHMARK_PROBLEMS = {"aime24": 30, "aime25": 30, "amc23": 40, "math500": 134, "apex": 47}
 STOP_BEFORE_LIMIT_H = 0.5  # a training job stops 30 min before its limit (plan.resources)
+EVAL_STOP_BEFORE_LIMIT_H = 10 / 60  # an evaluation, between chunks (plan.resources EVAL_STOP_BEFORE_LIMIT_S)
 
 
 # ---------------------------------------------------------------- the model of a GPU
@@ -95,8 +62,7 @@ class Engine:
 
 
 def engine(shape: ModelShape, gpu: GPU, memory_share: float, eff: Efficiency) -> Engine:
-    free_gb = gpu.memory_gb * memory_share - shape.weight_gb - eff.memory_overhead_gb
-    kv = int(max(0.0, free_gb) * 1e9 / shape.kv_bytes_per_token)
+    kv = kv_cache_tokens(shape, gpu.memory_gb, memory_share, eff.memory_overhead_gb)
     per_seq = gpu.bandwidth_tb_s * 1e12 * eff.decode_bandwidth / (shape.weight_gb * 1e9)
     # 6 N FLOPs a trained token, and a recomputed forward under gradient checkpointing (8 N)
     train = gpu.bf16_tflops * 1e12 * eff.train_mfu / (8 * shape.params_b * 1e9)
@@ -167,6 +133,7 @@ class JobCost:
     chain: int            # jobs it needs (a training run resumes over jobs)
     allowed: int          # jobs it may take (1 + train_retries for training, else 1)
     tokens: float
+    step_s: float = 0.0   # seconds an optimizer step (training jobs; 0 for the others)
 
     @property
     def fits(self) -> bool:
@@ -183,8 +150,8 @@ def job_cost(job: dict, config: dict, gpu: GPU, eff: Efficiency, measured: dict 
     shape = MODEL_SHAPES.get(paths[name])
     if shape is None:
         raise ValueError(f"model {name} ({paths[name]}): no shape known to the plan; add it to "
-                         "nudgerl.reporting.gpu_hours.MODEL_SHAPES (from its config.json)")
-    g = config["grpo"]
+                         "nudgerl.gpu_memory.MODEL_SHAPES (from its config.json)")
+    g = section_for_model(config, "grpo", name)  # the model's own vLLM share (models[].grpo) included
     limit_h = float(job["resources"].get("runtime", 60)) / 60
     if rule.startswith("train_"):
         eng = engine(shape, gpu, float(g.get("vllm_gpu_memory_utilization", 0.3)), eff)
@@ -210,10 +177,13 @@ def job_cost(job: dict, config: dict, gpu: GPU, eff: Efficiency, measured: dict 
         retries = config.get("train_retries") or 0
         chain = math.ceil(seconds / per_job_s) if per_job_s > 0 and seconds < math.inf else math.inf
         seconds += (chain if chain < math.inf else 1) * eff.job_start_s
-        return JobCost(rule, name, w.get("method", f"grpo{n}"), seconds / 3600, limit_h, chain, 1 + retries, tokens)
+        return JobCost(rule, name, w.get("method", f"grpo{n}"), seconds / 3600, limit_h, chain, 1 + retries, tokens,
+                       step_s / int(g.get("optimizer_steps_per_generation", 1)))
     if rule == "evaluate":
         ev = config["eval"]
-        sequences = sum(BENCHMARK_PROBLEMS.get(b, 0) for b in config["data"]["benchmarks"]) * int(ev["samples_per_problem"])
+        # at its run's role's count (eval.samples_per_role: Table 1 at the paper's, the rest fewer)
+        sequences = sum(BENCHMARK_PROBLEMS.get(b, 0) for b in config["data"]["benchmarks"]) * eval_samples(
+            config, w.get("method", "base"))
         max_len, batch = int(ev["max_new_tokens"]), int(ev.get("batch_size", 128))
     elif rule == "curve_eval":
         ev, curve = config["eval"], config["eval"]["curve"]
@@ -231,13 +201,84 @@ def job_cost(job: dict, config: dict, gpu: GPU, eff: Efficiency, measured: dict 
     mean_len = eff.completion_fill * max_len
     seconds = sampling_seconds(sequences, mean_len, eng, eff.prompt_tokens, batch) + eff.job_start_s
     chain = math.ceil(seconds / 3600 / limit_h) if seconds < math.inf else math.inf
-    return JobCost(rule, name, w.get("method", "-"), seconds / 3600, limit_h, chain, 1, sequences * mean_len)
+    allowed = 1
+    if rule == "evaluate":
+        # an evaluation stops between chunks before its limit and its retries resume it
+        # (eval.chunk_problems, eval_retries): each job samples until the lead before its limit
+        per_job_s = (limit_h - EVAL_STOP_BEFORE_LIMIT_H) * 3600 - eff.job_start_s
+        chain = math.ceil((seconds - eff.job_start_s) / per_job_s) if per_job_s > 0 and seconds < math.inf else math.inf
+        seconds += (max(chain, 1) - 1) * eff.job_start_s if chain < math.inf else 0
+        allowed += config.get("eval_retries") or 0
+    return JobCost(rule, name, w.get("method", "-"), seconds / 3600, limit_h, chain, allowed, sequences * mean_len)
 
 
 def plan(jobs: list[dict], config: dict, gpu: GPU, eff: Efficiency = Efficiency(),
          measured: dict | None = None, pool_hints: int = 5) -> list[JobCost]:
     return [job_cost(j, config, gpu, eff, measured, pool_hints) for j in jobs
             if j["rule"] in GPU_RULES and int(j["resources"].get("gpu", 0) or 0) >= 1]
+
+
+# ---------------------------------------------------------------- checkpoint intervals
+
+
+def checkpoint_interval(step_s: float, target_minutes: float, curve_every: int | None = None,
+                        generation_steps: int = 1) -> int:
+    """The largest checkpoint interval (optimizer steps) whose steps take at most
+    ``target_minutes``, so that a lost node costs at most that much training. It stays a
+    multiple of ``generation_steps`` (a checkpoint inside a generation batch would resume without
+    the rest of its rollouts) and, for a run with a curve, a divisor of ``curve_every`` (the curve
+    reads the checkpoints at its multiples); with neither bound to meet, one generation batch."""
+    if step_s <= 0 or target_minutes <= 0:
+        raise ValueError(f"step seconds ({step_s}) and target minutes ({target_minutes}) must be positive")
+    most = max(1, int(target_minutes * 60 // step_s))  # steps that fit the target (at least one)
+    if curve_every:
+        fits = [d for d in range(generation_steps, curve_every + 1, generation_steps)
+                if curve_every % d == 0 and d <= most]
+    else:
+        fits = [most // generation_steps * generation_steps] if most >= generation_steps else []
+    return max(fits, default=generation_steps)
+
+
+def lost_hours(step_s: float, checkpoint_every: int, eff: Efficiency) -> float:
+    """Training a lost node costs at worst: the steps since the last checkpoint, and the new
+    job's start (model load, vLLM) before training resumes."""
+    return (checkpoint_every * step_s + eff.job_start_s) / 3600
+
+
+def render_checkpoint_table(costs: list[JobCost], config: dict, eff: Efficiency, target_minutes: float) -> list[str]:
+    """Per model and run kind (the GRPO group sizes apart: their step times differ most), the
+    work a lost node costs at the configured ``grpo.checkpoint_every`` and the interval that
+    would bound it to ``target_minutes`` (:func:`checkpoint_interval`)."""
+    g = config["grpo"]
+    every = int(g.get("checkpoint_every", 10))
+    gen_steps = int(g.get("optimizer_steps_per_generation", 1))
+    curve = (config.get("eval") or {}).get("curve") or {}
+    curve_every = int(curve["every"]) if curve.get("every") else None
+    worst: dict[tuple[str, str], float] = {}
+    for c in costs:
+        if c.rule.startswith("train_") and c.step_s < math.inf:
+            kind = c.method if c.rule == "train_grpo" else c.rule
+            worst[(c.model, kind)] = max(worst.get((c.model, kind), 0.0), c.step_s)
+    if not worst:
+        return []
+    lines = ["", f"Work a lost node costs (a plan, not a measurement): the steps since the last checkpoint "
+             f"(`grpo.checkpoint_every` = {every}) and a job's start, and the largest interval keeping it under "
+             f"{target_minutes:g} min of training"
+             + (f" (a divisor of `eval.curve.every` = {curve_every}, a multiple of the {gen_steps} steps a generation "
+                "batch takes)" if curve_every else "") + ":",
+             "",
+             "| model | run kind | s / optimizer step | h lost at checkpoint_every | interval for the target | h lost at it |",
+             "|---|---|---:|---:|---:|---:|"]
+    def order(item):  # per model: GRPO by N, then the other rules in GPU_RULES order
+        (model, kind), _ = item
+        n = re.fullmatch(r"grpo(\d+)", kind)
+        return model, 0 if n else 1 + GPU_RULES.index(kind), int(n.group(1)) if n else 0
+
+    for (model, kind), step_s in sorted(worst.items(), key=order):
+        k = checkpoint_interval(step_s, target_minutes, curve_every, gen_steps)
+        lines.append(f"| {model} | {kind} | {step_s:,.0f} | {lost_hours(step_s, every, eff):.1f} | {k} | "
+                     f"{lost_hours(step_s, k, eff):.1f} |")
+    return lines
 
 
 # ---------------------------------------------------------------- the report
@@ -247,7 +288,8 @@ def _h(x: float) -> str:
     return "cannot run" if math.isinf(x) else f"{x:,.1f}"
 
 
-def render_markdown(costs: list[JobCost], gpu: GPU, eff: Efficiency, source: str) -> str:
+def render_markdown(costs: list[JobCost], gpu: GPU, eff: Efficiency, source: str, config: dict | None = None,
+                    checkpoint_minutes: float = 60.0) -> str:
     import pandas as pd
 
     df = pd.DataFrame([{**vars(c), "fits": c.fits} for c in costs])
@@ -279,6 +321,8 @@ def render_markdown(costs: list[JobCost], gpu: GPU, eff: Efficiency, source: str
               f"{eff.train_mfu:.0%} of {gpu.bf16_tflops:g} TFLOPs, mean completion {eff.completion_fill:.0%} of the "
               f"maximum, {eff.step_overhead_s:g} s overhead a generation batch and {eff.job_start_s:g} s a job's start, rollouts in waves the KV cache holds at "
               "full length; measured figures (`--measured`) replace them per model."]
+    if config is not None:
+        lines += render_checkpoint_table(costs, config, eff, checkpoint_minutes)
     return "\n".join(lines) + "\n"
 
 

@@ -186,13 +186,30 @@ def add_exploration(df: pd.DataFrame, eval_root, methods, benchmarks, seeds, str
     return df
 
 
+def samples_phrase(counts: dict[str, int]) -> str:
+    """The caption's samples per problem: one count, or the rows' most common count with the
+    rows at another named (eval.samples_per_role evaluates an ablation's variants at fewer samples
+    than its main run): "32 samples per problem (128 for NudgeRL-8)"."""
+    by_count: dict[int, list[str]] = {}
+    for label, n in counts.items():
+        by_count.setdefault(int(n), []).append(label)
+    if len(by_count) <= 1:
+        return f"{next(iter(by_count), 0)} samples per problem"
+    common = max(by_count, key=lambda n: (len(by_count[n]), n))
+    others = "; ".join(f"{n} for {', '.join(by_count[n])}" for n in sorted(by_count) if n != common)
+    return f"{common} samples per problem ({others})"
+
+
 def render(df: pd.DataFrame, methods, benchmarks, seeds, samples, title="Table 1", labels=None,
            reference=None, exploration: dict | None = None, aa_sentence: str = "") -> tuple[str, str]:
     labels = labels or [method_label(m) for m in methods]
     cols = [BENCHMARK_LABELS.get(b, b) for b in benchmarks] + ["Avg"]
+    # each row's own count (build_table's samples column), not one run's: rows may differ
+    counts = ({label: df[(df.method == m) & (df.benchmark == "avg")]["samples"].iloc[0]
+               for m, label in zip(methods, labels)} if "samples" in df else {"": samples})
     caption = (
         f"{title}: pass@1 (%) with 95% bootstrap interval over problems"
-        f"{' and replicates' if len(seeds) > 1 else ''}; {replicates_phrase(seeds)}, {samples} samples per problem."
+        f"{' and replicates' if len(seeds) > 1 else ''}; {replicates_phrase(seeds)}, {samples_phrase(counts)}."
     )
     if reference:
         caption += (f" † = differs from {method_label(reference)} on that benchmark (paired sign-flip "

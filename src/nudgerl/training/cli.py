@@ -60,9 +60,9 @@ def _finish_run(args, out: Path, report: dict, config: dict, inputs: list) -> No
 @contextmanager
 def _attempt(args):
     """One attempt of the run in ``--out-dir``: a retry of a failed run and a second live job on
-    it refuse; a failure other than the planned stop is recorded (nudgerl.training.attempts).
+    it refuse; a failure other than the planned stop is recorded (nudgerl.attempts).
     RANK: torchrun's process rank (several GPUs); only rank 0 guards the run folder."""
-    from nudgerl.training.attempts import guarded_attempt
+    from nudgerl.attempts import guarded_attempt
 
     with guarded_attempt(Path(args.out_dir), main=os.environ.get("RANK", "0") == "0"):
         yield
@@ -130,6 +130,23 @@ def cmd_train_nudgerl(args) -> None:
         _finish_run(args, out, report, {**params, "nudge": args.nudge}, [args.train, args.pools])
 
 
+def cmd_prune_checkpoints(args) -> None:
+    """Delete a finished run's checkpoints that neither a resume nor its curve needs any more
+    (nudgerl.training.prune); refuses while the run is unfinished or its curve unwritten.
+    ``--out``: the record's copy written once the prune is done (the Snakemake output)."""
+    import sys
+
+    from nudgerl.io import atomic_write_text
+    from nudgerl.training.prune import prune_checkpoints
+
+    try:
+        record = prune_checkpoints(Path(args.run_dir), set(args.keep_steps), Path(args.curve) if args.curve else None)
+    except ValueError as e:
+        sys.exit(f"prune-checkpoints: {e}")
+    if args.out:
+        atomic_write_text(args.out, json.dumps(record, indent=2) + "\n")
+
+
 TITLE = "training: GRPO, POPE and NudgeRL runs"
 
 
@@ -161,3 +178,10 @@ def register(subparsers) -> None:
     p.add_argument("--pools", required=True)
     p.add_argument("--nudge", type=json_arg, required=True, help="NudgeRL parameters as JSON")
     add_model_arguments(p)
+
+    p = add_command(subparsers, "prune-checkpoints", cmd_prune_checkpoints,
+                    "delete a finished run's checkpoints once its curve has read them")
+    p.add_argument("--run-dir", required=True)
+    p.add_argument("--keep-steps", type=int, nargs="*", default=[], help="checkpoint steps to keep")
+    p.add_argument("--curve", help="the run's curve.jsonl: nothing is pruned before it (and its sidecar) exist")
+    p.add_argument("--out", help="where to write a copy of the record once done (the rule's output)")

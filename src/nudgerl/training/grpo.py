@@ -28,7 +28,8 @@ def trl_config(cfg: GRPORunConfig, output_dir: str):
     kwargs = dict(output_dir=output_dir, **batch_kwargs(cfg, launched_processes()))
     if cfg.use_vllm:
         kwargs.update(vllm_gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
-                      vllm_tensor_parallel_size=cfg.vllm_tensor_parallel_size)
+                      vllm_tensor_parallel_size=cfg.vllm_tensor_parallel_size,
+                      vllm_enable_sleep_mode=cfg.vllm_enable_sleep_mode)
         if cfg.max_prompt_length:
             kwargs["vllm_max_model_length"] = cfg.max_prompt_length + cfg.max_completion_length
         if cfg.stop:
@@ -65,6 +66,16 @@ def importance_sampling_kwargs(cfg: GRPORunConfig) -> dict:
     """The vLLM importance-sampling options set in the config (the rest keep TRL's defaults).
     TRL applies them only when generating with vLLM."""
     return {k: getattr(cfg, k) for k in IMPORTANCE_SAMPLING_KEYS if getattr(cfg, k) is not None}
+
+
+def model_init_kwargs(cfg: GRPORunConfig) -> dict:
+    """How the trained policy is loaded: bfloat16 under bf16, and the attention kernel when the
+    config names one (the policy is built here and handed to TRL, so TRL's own
+    model_init_kwargs would not reach it)."""
+    kwargs = {"dtype": "bfloat16"} if cfg.bf16 else {}
+    if cfg.attn_implementation:
+        kwargs["attn_implementation"] = cfg.attn_implementation
+    return kwargs
 
 
 def launched_processes() -> int:
@@ -163,6 +174,25 @@ def _has_gpu() -> bool:
     return torch.cuda.is_available()
 
 
+def gpu_memory_preflight(model_dir: str, cfg: GRPORunConfig, card_bytes: int | None = None):
+    """Plan the job's GPU memory (nudgerl.gpu_memory) before the model loads: TRL's colocated
+    vLLM engine takes its share of the card for the whole run, beside the policy, its LoRA
+    state and activations. Raises GPUMemoryError with the numbers when that cannot fit; None
+    (nothing checked) without vLLM, without CUDA, in server mode (the engine is on other GPUs)
+    or with tensor parallelism (the weights split over cards)."""
+    if not cfg.use_vllm or cfg.vllm_mode != "colocate" or cfg.vllm_tensor_parallel_size != 1:
+        return None
+    from nudgerl.gpu_memory import preflight_gpu_memory
+
+    main = os.environ.get("RANK", "0") == "0"
+    return preflight_gpu_memory(model_dir, cfg.vllm_gpu_memory_utilization,
+                                sequence_tokens=(cfg.max_prompt_length or 0) + cfg.max_completion_length,
+                                rollouts=cfg.prompts_per_step * cfg.num_generations, colocated_trainer=True,
+                                lora=bool(cfg.lora), optimizer=cfg.optim, sleep_mode=cfg.vllm_enable_sleep_mode,
+                                where="config grpo.vllm_gpu_memory_utilization, or this model's models[].grpo",
+                                card_bytes=card_bytes, log=print if main else (lambda s: None))
+
+
 def generation_interval(cfg: GRPORunConfig) -> int:
     """Optimizer steps per generation batch: rollout metrics are logged on those steps only."""
     steps = cfg.optimizer_steps_per_generation if cfg.per_device_train_batch_size is not None else 1
@@ -182,8 +212,7 @@ def build_trainer(trainer_cls, model_dir: str, train_records: list[dict], cfg, r
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    dtype = {"dtype": "bfloat16"} if cfg.bf16 else {}
-    model = AutoModelForCausalLM.from_pretrained(model_dir, revision=revision, **dtype)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, revision=revision, **model_init_kwargs(cfg))
     peft_config = None
     if cfg.lora:
         from peft import LoraConfig
@@ -232,8 +261,10 @@ def run_training(trainer_cls, model_dir, train_records, cfg, run_dir: Path, revi
     """Train (resuming from the last complete checkpoint if one exists), save the final model
     (its provenance sidecar is the caller's: it also covers the report written afterwards)."""
     run_dir = Path(run_dir)
-    # A batch shape that does not fit this job's processes fails here, before any model loads.
+    # A batch shape that does not fit this job's processes fails here, before any model loads,
+    # and so does a vLLM share that cannot hold the model beside the trainer on this card.
     batch_kwargs(cfg, launched_processes())
+    gpu_memory_preflight(model_dir, cfg)
     if launched_processes() > 1 and not _has_gpu():
         # Several CPU processes (gloo; the tests): accelerate would put rank r on device "cpu:r",
         # and torch.load cannot restore tensors saved under that tag, so resuming the optimizer

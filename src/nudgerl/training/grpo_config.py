@@ -13,8 +13,8 @@ from nudgerl.evaluation.grading import DEFAULT_MODE
 from nudgerl.sections import from_section
 
 # Keys of the ``grpo`` section that the workflow reads, not a run: which N to run, the eps_high
-# sweep. The rules pass the section (group_sizes included) to every training job.
-WORKFLOW_KEYS = ("group_sizes", "epsilon_high_sweep", "epsilon_high_sweep_group_size")
+# sweep, the checkpoint prune. The rules pass the section (group_sizes included) to every training job.
+WORKFLOW_KEYS = ("group_sizes", "epsilon_high_sweep", "epsilon_high_sweep_group_size", "prune_checkpoints")
 
 # Fields passed to trl.GRPOConfig under the same name (trl_config sets the others: batch
 # sizes, vLLM engine, warmup_steps from warmup_ratio, save_steps from checkpoint_every, ...).
@@ -80,6 +80,11 @@ class GRPORunConfig:
     gradient_checkpointing: bool | None = None  # None: TRL's default
     vllm_gpu_memory_utilization: float = 0.3
     vllm_tensor_parallel_size: int = 1
+    # TRL's sleep mode: the colocated engine drops its weights and KV cache while the trainer
+    # steps and takes them back to generate, so the trainer's activations can use that memory.
+    vllm_enable_sleep_mode: bool = False
+    # transformers' attention kernel for the trained policy (None: transformers' choice)
+    attn_implementation: str | None = None
     # KV cache of TRL's transformers generation (not vLLM's): "static" pre-allocates prompt +
     # completion instead of concatenating per token (fewer CPU seconds, the same rollouts and
     # weights: tests/test_sampling.py); None: transformers' dynamic cache.

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from nudgerl.attempts import PLANNED_STOP_EXIT_CODE
 from nudgerl.io import atomic_write_text
 
 if TYPE_CHECKING:
@@ -54,6 +55,8 @@ def metrics_callback(path: Path, cfg: GRPORunConfig, resume_tokens: float):
                 "reward_std": logs.get("reward_std"),
                 "frac_zero_variance_groups": logs.get("frac_reward_zero_std"),
                 "completion_length_mean": mean_len,
+                # the batch's longest rollout: a generation batch waits for it (the GPU-hour plan's model)
+                "completion_length_max": logs.get("completions/max_length"),
                 "rollouts": n_rollouts,
                 "rollout_tokens": mean_len * n_rollouts,
                 "cumulative_rollout_tokens": self.rollout_tokens,
@@ -155,7 +158,7 @@ def main_process_only(accelerator):
 # itself) both ask the job to stop where a rerun can resume.
 STOP_SIGNALS = (signal.SIGUSR1, signal.SIGTERM)
 # EX_TEMPFAIL (sysexits.h): not done, try again; the rerun resumes from the saved checkpoint.
-TIME_LIMIT_EXIT_CODE = 75
+TIME_LIMIT_EXIT_CODE = PLANNED_STOP_EXIT_CODE
 
 
 class StoppedForTimeLimit(SystemExit):

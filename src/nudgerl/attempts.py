@@ -1,8 +1,9 @@
-"""A training run's attempts: retry only the planned stop, and never two jobs on one run.
+"""The attempts of a training run or an evaluation: retry only the planned stop, and never two
+jobs on one run folder.
 
-A run longer than its job's time limit spans several jobs: each stops itself with a complete
-checkpoint and exit 75 (:data:`~nudgerl.training.run_state.TIME_LIMIT_EXIT_CODE`), and the
-rule's ``retries`` resubmit it to resume there. Any other failure (a crash, a config error, an
+A run longer than its job's time limit spans several jobs: each stops itself (training with a
+complete checkpoint, evaluation after its last finished chunk of problems) and exits
+:data:`PLANNED_STOP_EXIT_CODE`, and the rule's ``retries`` resubmit it to resume there. Any other failure (a crash, a config error, an
 out-of-memory kill the trainer saw) would come back the same on every retry, each costing a
 job's start and model load, on a GPU. So:
 
@@ -37,10 +38,13 @@ from pathlib import Path
 
 from nudgerl.io import ATTEMPTS_LOG, atomic_write_text
 
+# The exit of a job that stopped itself before its time limit for a retry to resume (75,
+# EX_TEMPFAIL): training (nudgerl.training.run_state) and evaluation (nudgerl.evaluation.benchmarks)
+PLANNED_STOP_EXIT_CODE = 75
 FAILED_FILE = "failed.json"
 FAILED_PREVIOUS_FILE = "failed.previous.json"
 ATTEMPT_FILE = "attempt.json"
-# Set by the workflow's training launcher (PlanResources.launcher): Snakemake's attempt number
+# Set by the workflow's launchers (PlanResources.launcher, eval_launcher): Snakemake's attempt number
 # of this job (1, then 2, ... on each retry) and the job's log.
 ATTEMPT_VAR = "NUDGERL_ATTEMPT"
 LOG_VAR = "NUDGERL_LOG"
@@ -121,12 +125,10 @@ def describe_failure(path: Path) -> str:
 
 @contextmanager
 def guarded_attempt(run_dir: Path, environ=None, main: bool = True, squeue: str = "squeue", log=print):
-    """Around one attempt of a training run: refuse a retry of a failed run and a second live
+    """Around one attempt of a training run or an evaluation: refuse a retry of a failed run and a second live
     job on the run; record this attempt; on an error other than the planned stop (exit 75) or a
     user's interrupt, write the failed marker. ``main``: only the main process of a multi-process
     job reads and writes these files (the others run the body unguarded)."""
-    from nudgerl.training.run_state import TIME_LIMIT_EXIT_CODE
-
     if not main:
         yield
         return
@@ -160,8 +162,8 @@ def guarded_attempt(run_dir: Path, environ=None, main: bool = True, squeue: str 
         ended = "interrupted"
         raise
     except SystemExit as e:
-        ended = "stopped for the time limit" if e.code == TIME_LIMIT_EXIT_CODE else "finished"
-        if e.code not in (0, None, TIME_LIMIT_EXIT_CODE):
+        ended = "stopped for the time limit" if e.code == PLANNED_STOP_EXIT_CODE else "finished"
+        if e.code not in (0, None, PLANNED_STOP_EXIT_CODE):
             ended = "failed"
             atomic_write_text(failed, json.dumps(_failure_record(e, here), indent=2))
         raise
