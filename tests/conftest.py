@@ -30,6 +30,17 @@ def copy_workflow(dest: Path) -> Path:
     return dest
 
 
+def merged_config(*overlays: str) -> dict:
+    """config/config.yaml with the named config/ overlays merged over it, as Snakemake's
+    --configfile merges them."""
+    from snakemake.utils import update_config
+
+    cfg = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    for name in overlays:
+        update_config(cfg, yaml.safe_load((REPO / "config" / name).read_text()))
+    return cfg
+
+
 def job_counts(out: str) -> dict[str, int]:
     table = out.split("Job stats:", 1)[1].split("total", 1)[0]
     return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)\s*$", table, re.M)}
@@ -95,20 +106,10 @@ def _snakemake_run_files(folder: str, names: list[str]) -> list[str]:
 
 def save_tiny_model(path: Path) -> str:
     """A randomly initialised 1-layer organism model and its tokenizer, saved at ``path``."""
-    import torch
-
     from nudgerl.organism.base_config import BaseModelConfig
-    from nudgerl.organism.base_model import new_model
-    from nudgerl.organism.tokenizer import build_tokenizer
+    from nudgerl.organism.base_model import save_random_model
 
-    torch.manual_seed(0)
-    tok = build_tokenizer()
-    model = new_model(tok, BaseModelConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2))
-    model.generation_config.pad_token_id = tok.pad_token_id
-    model.generation_config.eos_token_id = tok.eos_token_id
-    model.save_pretrained(path)
-    tok.save_pretrained(path)
-    return str(path)
+    return save_random_model(path, BaseModelConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2))
 
 
 @pytest.fixture(scope="module")

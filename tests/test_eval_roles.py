@@ -10,7 +10,6 @@ from types import SimpleNamespace
 
 import pytest
 import yaml
-from snakemake.utils import update_config  # how Snakemake merges --configfile files
 
 from nudgerl.evaluation.benchmarks import BUDGET_VAR
 from nudgerl.plan.arguments import EVAL_EXCLUDE
@@ -18,14 +17,7 @@ from nudgerl.method_ids import role_samples
 from nudgerl.plan.resources import EVAL_STOP_BEFORE_LIMIT_S, eval_time_budget
 from nudgerl.plan.workflow_plan import WorkflowPlan
 
-from conftest import REPO
-
-
-def _config(*extra: str) -> dict:
-    cfg = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-    for name in extra:
-        update_config(cfg, yaml.safe_load((REPO / "config" / name).read_text()))
-    return cfg
+from conftest import REPO, merged_config
 
 
 @pytest.fixture(autouse=True)
@@ -40,7 +32,7 @@ def _eval_params(plan, method, seed=0, model=None):
 
 
 def test_paper_roles_route_their_sample_counts_into_evaluate():
-    cfg = _config("paper.yaml")
+    cfg = merged_config("paper.yaml")
     counts = cfg["eval"]["samples_per_role"]
     plan = WorkflowPlan(cfg)
     m = plan.methods
@@ -59,7 +51,7 @@ def test_paper_roles_route_their_sample_counts_into_evaluate():
 
 def test_default_config_evaluates_every_run_at_one_count_with_unchanged_params():
     """config.yaml sets no roles: evaluate's params are the eval section as before (no re-run)."""
-    cfg = _config()
+    cfg = merged_config()
     plan = WorkflowPlan(cfg)
     before = json.loads(plan.arguments.section("eval", exclude=("curve",)))
     for method in plan.methods.EVALUATED:
@@ -93,7 +85,7 @@ def _run_launcher(launcher: str, slurm: bool) -> subprocess.CompletedProcess:
 
 
 def test_evaluation_under_slurm_gets_a_time_budget_before_its_limit():
-    plan = WorkflowPlan(_config("paper.yaml"))
+    plan = WorkflowPlan(merged_config("paper.yaml"))
     runtime = plan.config["resources"]["runtime"]["evaluate"]
     gpu_job = SimpleNamespace(gpu=1, runtime=runtime)
     launcher = plan.resources.eval_launcher(None, gpu_job)

@@ -11,21 +11,13 @@ from types import SimpleNamespace
 
 import pytest
 import yaml
-from snakemake.utils import update_config  # how Snakemake merges --configfile files
 
 from nudgerl.method_ids import grpo_group_size, nudge_group_size, trained_group_sizes
 from nudgerl.plan.arguments import EVAL_EXCLUDE, GRPO_RUN_EXCLUDE, POPE_RUN_EXCLUDE, SAMPLING_KEYS
 from nudgerl.plan.resources import GPU_TYPE_VAR, TRAIN_KILL_AFTER_S, TRAIN_STOP_BEFORE_LIMIT_S, time_budget
 from nudgerl.plan.workflow_plan import WorkflowPlan
 
-from conftest import REPO
-
-
-def _config(*extra: str) -> dict:
-    cfg = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-    for name in extra:
-        update_config(cfg, yaml.safe_load((REPO / "config" / name).read_text()))
-    return cfg
+from conftest import REPO, merged_config
 
 
 @pytest.fixture(autouse=True)
@@ -34,7 +26,7 @@ def _at_repo(monkeypatch):
 
 
 def test_default_paths_and_methods():
-    cfg = _config()
+    cfg = merged_config()
     plan = WorkflowPlan(cfg)
     run = cfg["run_name"]
     assert plan.paths.RESULTS == plan.paths.SHARED == f"results/{run}"
@@ -57,7 +49,7 @@ def test_default_paths_and_methods():
 
 
 def test_ablations_register_runs_and_claim_roles():
-    cfg = _config()
+    cfg = merged_config()
     cfg["nudgerl"]["ablations"] = {"p_drop": [0.0, 0.25], "hint_sampling": ["random"]}
     plan = WorkflowPlan(cfg)
     main = plan.methods.NUDGE_MAIN
@@ -74,7 +66,7 @@ def test_ablations_register_runs_and_claim_roles():
 
 
 def test_top_ranked_ablation_reads_the_replicates_ranked_pools():
-    cfg = _config()
+    cfg = merged_config()
     cfg["nudgerl"]["ablations"] = {"hint_sampling": ["top_ranked"]}
     plan = WorkflowPlan(cfg)
     run = plan.methods.NUDGE_RUNS[f"{plan.methods.NUDGE_MAIN}_topranked"]
@@ -83,7 +75,7 @@ def test_top_ranked_ablation_reads_the_replicates_ranked_pools():
 
 
 def test_eps_sweep_main_value_is_the_main_run():
-    cfg = _config()
+    cfg = merged_config()
     cfg["grpo"]["epsilon_high"] = 0.2
     cfg["grpo"]["epsilon_high_sweep"] = [0.2, 0.28]
     cfg["grpo"]["epsilon_high_sweep_group_size"] = cfg["grpo"]["group_sizes"][0]
@@ -95,7 +87,7 @@ def test_eps_sweep_main_value_is_the_main_run():
 
 
 def test_resources_and_threads_from_config():
-    cfg = _config()
+    cfg = merged_config()
     cfg["threads_per_job"] = 3
     cfg["resources"] = {"mem_mb": {"evaluate": 9000}, "threads": {"evaluate": 5}}
     plan = WorkflowPlan(cfg)
@@ -105,14 +97,14 @@ def test_resources_and_threads_from_config():
 
 
 def test_section_leaves_out_other_rules_keys():
-    plan = WorkflowPlan(_config())
+    plan = WorkflowPlan(merged_config())
     assert "curve" not in yaml.safe_load(plan.arguments.section("eval", exclude=EVAL_EXCLUDE, seed=1))
     grpo = yaml.safe_load(plan.arguments.section("grpo", exclude=GRPO_RUN_EXCLUDE))
     assert not set(GRPO_RUN_EXCLUDE) & set(grpo)
 
 
 def test_the_drill_reads_no_sft_setting_so_the_regime_map_shares_it():
-    plan = WorkflowPlan(_config())
+    plan = WorkflowPlan(merged_config())
     drill = yaml.safe_load(plan.arguments.drill_section())
     assert drill and set(drill) <= set(plan.config["base_model"])
     assert "unhinted_strategy_weights" not in drill and "examples" not in drill
@@ -123,7 +115,7 @@ def test_the_drill_reads_no_sft_setting_so_the_regime_map_shares_it():
 
 
 def test_launcher_uses_accelerate_for_more_than_one_gpu():
-    plan = WorkflowPlan(_config())
+    plan = WorkflowPlan(merged_config())
     assert plan.resources.launcher(None, SimpleNamespace(gpu=0)) == "nudgerl"  # CPU training: no CUDA check
     assert plan.resources.launcher(None, SimpleNamespace(gpu=1)) == "NUDGERL_REQUIRE_CUDA=1 nudgerl"
     cmd = plan.resources.launcher(None, SimpleNamespace(gpu=4))
@@ -131,7 +123,7 @@ def test_launcher_uses_accelerate_for_more_than_one_gpu():
     # a free rendezvous port (accelerate picks one for 0): two such jobs on one node do not collide
     assert "--num_processes 4 --main_process_port 0 -m nudgerl.cli" in cmd
     # but not on CPU processes: accelerate hands a CPU config's port to gloo as it is (0: no rendezvous)
-    cpu = WorkflowPlan({**_config(), "accelerate": {"config_file": "workflow/accelerate/multi_cpu.yaml"}})
+    cpu = WorkflowPlan({**merged_config(), "accelerate": {"config_file": "workflow/accelerate/multi_cpu.yaml"}})
     assert "--main_process_port" not in cpu.resources.launcher(None, SimpleNamespace(gpu=2))
     # evaluation never runs one process per GPU (vLLM's tensor parallelism spans them)
     assert plan.resources.inference_launcher(None, SimpleNamespace(gpu=4)) == "NUDGERL_REQUIRE_CUDA=1 nudgerl"
@@ -139,7 +131,7 @@ def test_launcher_uses_accelerate_for_more_than_one_gpu():
 
 
 def test_gpu_type_comes_from_the_environment_for_gpu_rules_only(monkeypatch):
-    cfg = _config()
+    cfg = merged_config()
     cfg["resources"] = {"gpu": {"train_grpo": 1, "evaluate": 2}, "gpu_model": {"evaluate": "a100"}}
     plan = WorkflowPlan(cfg)
     monkeypatch.delenv(GPU_TYPE_VAR, raising=False)
@@ -183,7 +175,7 @@ def test_training_under_slurm_stops_itself_before_the_time_limit(tmp_path):
 
 
 def test_organism_outputs_and_base_model_arguments():
-    plan = WorkflowPlan(_config("smoke.yaml"))
+    plan = WorkflowPlan(merged_config("smoke.yaml"))
     outputs = plan.final_outputs()
     assert f"{plan.paths.RESULTS}/tables/table1.csv" in outputs and f"{plan.paths.RESULTS}/audit/audit.txt" in outputs
     assert all("{" not in f for f in outputs)
@@ -193,7 +185,7 @@ def test_organism_outputs_and_base_model_arguments():
 
 
 def test_math_task_runs_per_model():
-    plan = WorkflowPlan(_config("smollm2.yaml"))
+    plan = WorkflowPlan(merged_config("smollm2.yaml"))
     assert plan.paths.TASK == "math" and plan.paths.RESULTS == f"{plan.paths.SHARED}/{{model}}"
     outputs = plan.final_outputs()
     for name in plan.paths.MODELS:
@@ -202,7 +194,7 @@ def test_math_task_runs_per_model():
 
 
 def test_a_model_named_like_a_shared_folder_is_refused():
-    cfg = _config("smollm2.yaml")
+    cfg = merged_config("smollm2.yaml")
     cfg = copy.deepcopy(cfg)
     cfg["models"][0]["name"] = "pools"
     with pytest.raises(ValueError, match="rename the model"):
@@ -224,7 +216,7 @@ def test_every_plan_name_a_rule_reads_is_bound_where_grep_finds_it():
     rule_files = [p for p in (REPO / "workflow" / "rules").glob("*.smk") if p.name != "common.smk"]
     texts = [p.read_text() for p in [*rule_files, REPO / "Snakefile"]]
     assert not [p for p in [*rule_files, REPO / "workflow" / "rules" / "common.smk"] if "globals()" in p.read_text()]
-    for cfg in (_config(), _config("smollm2.yaml"), _config("paper.yaml")):
+    for cfg in (merged_config(), merged_config("smollm2.yaml"), merged_config("paper.yaml")):
         plan = WorkflowPlan(cfg)
         owners = _public_names(plan)
         for name, part in bound.items():
@@ -253,7 +245,7 @@ def _public_names(plan) -> dict[str, str | None]:
 def test_the_plan_composes_one_part_per_concern():
     """Each part (nudgerl.plan_*) owns its names and no two parts define the same name; each
     module stays small (one concern)."""
-    plan = WorkflowPlan(_config("paper.yaml"))
+    plan = WorkflowPlan(merged_config("paper.yaml"))
     assert _public(plan) >= set(PARTS)
     owners = _public_names(plan)
     assert {owners[n] for n in ("SHARED", "NUDGE_MAIN", "RMAP", "launcher", "section")} == \
@@ -268,7 +260,7 @@ def test_config_checks_and_plan_share_one_definition_of_the_method_ids():
     nudgerl.method_ids; config.py sits below the plan and must not import it."""
     import ast
 
-    for cfg in (_config(), _config("smoke.yaml"), _config("paper.yaml"), _config("smollm2.yaml")):
+    for cfg in (merged_config(), merged_config("smoke.yaml"), merged_config("paper.yaml"), merged_config("smollm2.yaml")):
         plan = WorkflowPlan(cfg)
         sizes = trained_group_sizes(cfg)
         assert sorted(n for rule, n in sizes if rule == "train_grpo") == sorted(
@@ -291,7 +283,7 @@ def test_config_checks_and_plan_share_one_definition_of_the_method_ids():
 def test_roots_and_prefixes_are_what_the_rules_took_from_their_files():
     """The roots a command takes (eval, runs, results, the regime map's cells) are the folders
     the rules' input and output paths sit in, per model under task math."""
-    for cfg, wildcards in ((_config(), {}), (_config("smollm2.yaml"), {"model": "m1"})):
+    for cfg, wildcards in ((merged_config(), {}), (merged_config("smollm2.yaml"), {"model": "m1"})):
         plan = WorkflowPlan(cfg)
         w = SimpleNamespace(**wildcards, items=lambda d=wildcards: d.items())
         results = plan.paths.RESULTS.format(**wildcards)
@@ -301,7 +293,7 @@ def test_roots_and_prefixes_are_what_the_rules_took_from_their_files():
         assert plan.paths.runs_root(w) == os.path.dirname(os.path.dirname(os.path.dirname(metrics)))
         assert plan.paths.results_root(w) == os.path.dirname(os.path.dirname(f"{results}/tables/compute.csv")) == results
         assert "{" not in plan.paths.eval_root(w) + plan.paths.runs_root(w) + plan.paths.results_root(w)
-    plan = WorkflowPlan(_config())
+    plan = WorkflowPlan(merged_config())
     diagnosis = plan.regime_map.RMAP_CELL.format(cell="share0.5") + "/diagnostics/seed0.json"
     assert plan.regime_map.regime_map_root(SimpleNamespace(items=lambda: {}.items())) == \
         os.path.dirname(os.path.dirname(os.path.dirname(diagnosis)))
@@ -311,7 +303,7 @@ def test_roots_and_prefixes_are_what_the_rules_took_from_their_files():
 
 
 def test_sections_a_rule_passes_as_json():
-    cfg = _config()
+    cfg = merged_config()
     cfg["pope"] = {**cfg.get("pope", {}), "num_generations": 8, "oracle_stage": "oracles_organism", "guide": 1}
     cfg["report"] = {**cfg.get("report", {}), "case_study": {"samples": 32}}
     cfg["nudgerl"]["ablations"] = {"p_drop": [0.25]}
@@ -341,8 +333,8 @@ def test_sections_a_rule_passes_as_json():
 def test_study_judges_the_claims_again_in_the_maps_common_cell():
     """The study evaluates the common cell's runs on the benchmarks and judges there the claims its
     runs allow (1 and 8); the default has no second regime and its claims command is unchanged."""
-    assert WorkflowPlan(_config()).study.study_claim_args() == ""
-    plan = WorkflowPlan(_config("study.yaml")).study
+    assert WorkflowPlan(merged_config()).study.study_claim_args() == ""
+    plan = WorkflowPlan(merged_config("study.yaml")).study
     assert plan.STUDY_CLAIM_CELLS == ["share0.03"]
     roles = plan.study_cell_roles("share0.03")
     assert roles["grpo"] == {"8": "grpo8", "32": "grpo32"} and roles["pope"] is None

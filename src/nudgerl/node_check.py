@@ -203,6 +203,19 @@ def run_check(work: Path, mode: str, model: str | None, python: str = sys.execut
             "grpo_final_reward": rows[-1]["reward_mean"]}
 
 
+def mode_and_fresh_work(mode: str, work: str) -> tuple[str, Path]:
+    """The check's mode (auto: gpu when torch sees CUDA, else cpu) and its working folder,
+    emptied (a check never reads an earlier one's files)."""
+    import torch
+
+    mode = mode if mode != "auto" else ("gpu" if torch.cuda.is_available() else "cpu")
+    folder = Path(work).resolve()
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    return mode, folder
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="gpu-check", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -211,13 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", help="a small local model folder (default: the organism's LM, trained here)")
     ap.add_argument("--work", default="gpu-check", help="working folder (replaced)")
     args = ap.parse_args(argv)
-    import torch
-
-    mode = args.mode if args.mode != "auto" else ("gpu" if torch.cuda.is_available() else "cpu")
-    work = Path(args.work).resolve()
-    if work.exists():
-        shutil.rmtree(work)
-    work.mkdir(parents=True)
+    mode, work = mode_and_fresh_work(args.mode, args.work)
     model = str(Path(args.model).resolve()) if args.model else None
     t0 = time.perf_counter()
     try:

@@ -29,13 +29,13 @@ import importlib.util
 import json
 import math
 import os
-import shutil
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nudgerl.node_check import DATA, CheckFailed, GPUMemoryPoller, Node, check, environment, read_jsonl
+from nudgerl.node_check import (DATA, CheckFailed, GPUMemoryPoller, Node, check, environment,
+                                 mode_and_fresh_work, read_jsonl)
 
 REPO = Path(__file__).resolve().parents[2]
 # A check exit that is not a failed step: the stack ran, but a run of the plan cannot finish
@@ -248,20 +248,10 @@ def save_tiny_model(path: Path) -> str:
     """A random organism-tokenizer Llama of 2 layers with head size 32 (vLLM's CPU and GPU
     attention take it; 16 they do not): no training, so the CPU check starts at once. Its
     completions run to the maximum length, as a hard problem's do at paper scale."""
-    import torch
-
     from nudgerl.organism.base_config import BaseModelConfig
-    from nudgerl.organism.base_model import new_model
-    from nudgerl.organism.tokenizer import build_tokenizer
+    from nudgerl.organism.base_model import save_random_model
 
-    torch.manual_seed(0)
-    tok = build_tokenizer()
-    model = new_model(tok, BaseModelConfig(hidden_size=64, intermediate_size=128, num_layers=2, num_heads=2))
-    model.generation_config.pad_token_id = tok.pad_token_id
-    model.generation_config.eos_token_id = tok.eos_token_id
-    model.save_pretrained(path)
-    tok.save_pretrained(path)
-    return str(path)
+    return save_random_model(path, BaseModelConfig(hidden_size=64, intermediate_size=128, num_layers=2, num_heads=2))
 
 
 def training_args_of(model_dir: Path):
@@ -458,13 +448,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gpu", choices=["h100", "h200", "a100"], help="the plan's card (default: from the device's name)")
     ap.add_argument("--work", default="gpu-check", help="working folder (replaced)")
     args = ap.parse_args(argv)
-    import torch
-
-    mode = args.mode if args.mode != "auto" else ("gpu" if torch.cuda.is_available() else "cpu")
-    work = Path(args.work).resolve()
-    if work.exists():
-        shutil.rmtree(work)
-    work.mkdir(parents=True)
+    mode, work = mode_and_fresh_work(args.mode, args.work)
     config = merged_config()
     model = str(Path(args.model).resolve()) if args.model else None
     t0 = time.perf_counter()

@@ -43,6 +43,23 @@ def new_model(tokenizer, cfg: BaseModelConfig):
     return LlamaForCausalLM(mcfg)
 
 
+def save_random_model(path, cfg: BaseModelConfig, seed: int = 0) -> str:
+    """An untrained organism model (``cfg``'s shape, seeded) with its tokenizer and generation
+    config, saved at ``path``: the tests' and the paper check's stand-in model."""
+    import torch
+
+    from nudgerl.organism.tokenizer import build_tokenizer
+
+    torch.manual_seed(seed)
+    tok = build_tokenizer()
+    model = new_model(tok, cfg)
+    model.generation_config.pad_token_id = tok.pad_token_id
+    model.generation_config.eos_token_id = tok.eos_token_id
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    return str(path)
+
+
 def _sgd_step(model, opt, sched, batch: dict) -> float:
     import torch
 

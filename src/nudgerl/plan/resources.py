@@ -78,12 +78,19 @@ def time_budget(runtime_min, stop_before_s=TRAIN_STOP_BEFORE_LIMIT_S, kill_after
     Slurm job (${SLURM_JOB_ID:+...}: a local run has no time limit). --preserve-status keeps the
     trainer's own exit code (75: stopped for the time limit, checkpoint complete). Empty when the
     job has no runtime or one shorter than the lead."""
-    if not runtime_min:
-        return ""
-    budget_s = int(runtime_min) * 60 - stop_before_s
-    if budget_s <= 0:
+    budget_s = _budget_s(runtime_min, stop_before_s)
+    if budget_s is None:
         return ""
     return f"${{SLURM_JOB_ID:+timeout --preserve-status --signal=USR1 --kill-after={kill_after_s} {budget_s}}} "
+
+
+def _budget_s(runtime_min, stop_before_s) -> int | None:
+    """A job's seconds before its planned stop: its time limit (minutes) less the lead; None
+    when it has no limit or one shorter than the lead."""
+    if not runtime_min:
+        return None
+    budget_s = int(runtime_min) * 60 - stop_before_s
+    return budget_s if budget_s > 0 else None
 
 
 # An evaluation stops itself between chunks of problems (eval.chunk_problems) when the next
@@ -97,10 +104,8 @@ def eval_time_budget(runtime_min, stop_before_s=EVAL_STOP_BEFORE_LIMIT_S) -> str
     (resources runtime, minutes) less ``stop_before_s``, only inside a Slurm job (a local run has
     no time limit). `env` sets it, because an assignment that comes out of an expansion is a
     word, not an assignment. Empty when the job has no runtime or one shorter than the lead."""
-    if not runtime_min:
-        return ""
-    budget_s = int(runtime_min) * 60 - stop_before_s
-    if budget_s <= 0:
+    budget_s = _budget_s(runtime_min, stop_before_s)
+    if budget_s is None:
         return ""
     return f"${{SLURM_JOB_ID:+env {BUDGET_VAR}={budget_s}}} "
 
