@@ -156,8 +156,10 @@ NEEDS_SLOW = ("network", "vllm", "release")
 # The files that take longest (minutes: a Slurm cluster's jobs, whole smoke runs), in that order.
 # With two workers (CI: pytest -n 2 --dist loadfile) a long file that starts last runs alone while
 # the other worker idles; started first, the others fill the second worker meanwhile.
-LONGEST_FILES = ("test_slurm_local.py", "test_results_pages.py", "test_smoke_dag.py", "test_one_checkout.py",
-                 "test_regime_map.py", "test_dvc_sharing.py", "test_gpu_install.py")
+# The three files that read the shared smoke run (smoke_run) are apart: the second worker starts
+# long files of its own while the first builds the run, not wait on its lock.
+LONGEST_FILES = ("test_slurm_local.py", "test_smoke_dag.py", "test_regime_map.py", "test_dvc_sharing.py",
+                 "test_gpu_install.py", "test_one_checkout.py", "test_results_pages.py")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -338,3 +338,53 @@ def test_a_failed_training_job_is_not_retried_and_a_live_job_locks_its_run(workd
         assert "not valid JSON" not in new  # refused before training began
     finally:
         subprocess.run(["scancel", live], check=True)
+
+
+EVAL_TARGET = "results/smoke/eval/base/seed0/summary.json"
+EVAL_DIR = "results/smoke/eval/base/seed0"
+BENCHMARKS = ("aime24", "aime25", "amc23", "math500", "apex")
+
+
+@pytest.mark.release  # 6 min here (5 Slurm jobs, each loading the model): not in CI's hour
+def test_an_evaluation_stopped_before_its_limit_is_resumed_by_its_retries(workdir, partition, tmp_path):
+    """Rule evaluate through Slurm with 1 s of budget (eval_stop_before_limit_s: the profile's
+    60 min less 1 s): each job samples one chunk (one benchmark: no eval.chunk_problems), stops
+    and exits 75, and the rule's own retries (eval_retries) resubmit it as a new Slurm job (never
+    inside the stopped one: workflow/rules/common.smk) to resume there, until the fifth finishes.
+    Its records are those of the same evaluation run in one go outside Slurm, and every attempt
+    is recorded with its Slurm job."""
+    from conftest import save_tiny_model
+    from nudgerl.attempts import FAILED_FILE
+    from nudgerl.io import ATTEMPTS_LOG
+    from nudgerl.organism import task
+
+    # Only rule evaluate may run: its inputs are a tiny random model and 3 problems a benchmark.
+    data = workdir / "results" / "smoke"
+    save_tiny_model(data / "models" / "base" / "seed0")
+    for name, problems in task.evaluation_sets(0, {b: (3, 0.5) for b in BENCHMARKS}).items():
+        path = data / "data" / "eval" / f"{name}.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(json.dumps(p.to_record()) + "\n" for p in problems))
+    alone = tmp_path / "alone"
+    shutil.copytree(workdir, alone, symlinks=True)  # the same inputs, for the run in one go
+    (workdir / "config" / "slurm_eval.yaml").write_text(yaml.safe_dump(
+        {"eval_retries": 6, "eval_stop_before_limit_s": 60 * 60 - 1}))
+    command = ["snakemake", EVAL_TARGET, "--profile", "profiles/slurm", "--configfile", "config/smoke.yaml",
+               "config/slurm_eval.yaml", "--allowed-rules", "evaluate", "--jobs", "1",
+               "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "2",
+               "--latency-wait", "5", "--retries", "0"]
+    proc = subprocess.run(command, cwd=workdir, capture_output=True, text=True, timeout=900, env=_env(partition))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    jobs = [slurm_id for _, slurm_id, _ in SUBMITTED.findall(proc.stderr)]
+    assert len(jobs) == len(BENCHMARKS), proc.stderr[-4000:]  # one benchmark a job
+    out = workdir / EVAL_DIR
+    attempts = [json.loads(line) for line in (out / ATTEMPTS_LOG).read_text().splitlines()]
+    assert [a["ended"] for a in attempts] == ["stopped for the time limit"] * 4 + ["finished"]
+    assert [a["slurm_job_id"] for a in attempts] == jobs and not (out / FAILED_FILE).exists()
+
+    local = subprocess.run(["snakemake", EVAL_TARGET, "--cores", "1", "--configfile", "config/smoke.yaml",
+                            "--allowed-rules", "evaluate"], cwd=alone, capture_output=True, text=True, timeout=600)
+    assert local.returncode == 0, local.stderr[-3000:]
+    for bench in BENCHMARKS:
+        for kind in ("samples.jsonl", "problems.jsonl"):
+            assert (out / f"{bench}.{kind}").read_text() == (alone / EVAL_DIR / f"{bench}.{kind}").read_text()

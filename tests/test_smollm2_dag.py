@@ -50,7 +50,7 @@ def test_commands_and_declared_memory(smol):
         assert "mem_mb=12000" in block, block
         assert f"--model {model}" in block and '"lora": {"alpha": 16' in block and '"use_vllm": false' in block
     # task math: every job that loads the model runs offline (PlanPaths.HUB_OFFLINE)
-    evals = [c for c in out.splitlines() if c.startswith("Shell command: HF_HUB_OFFLINE=1 nudgerl evaluate ")]
+    evals = [c for c in out.splitlines() if c.startswith("Shell command: HF_HUB_OFFLINE=1 ") and " nudgerl evaluate " in c]
     assert len(evals) == job_counts(out)["evaluate"]
     assert all('"name": "authors_eval"' in c and '"backend": "transformers"' in c for c in evals)
 

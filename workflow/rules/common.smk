@@ -28,6 +28,14 @@ HUB_MODELS = PLAN.paths.HUB_MODELS
 HUB_OFFLINE = PLAN.paths.HUB_OFFLINE  # command prefix of jobs that load a base policy
 TRAIN_RETRIES = PLAN.resources.TRAIN_RETRIES
 EVAL_RETRIES = PLAN.resources.EVAL_RETRIES
+
+
+def main_process_retries(retries):
+    """A rule's own retries, in the main Snakemake process only: inside a Slurm job the job step's
+    Snakemake (workflow.remote_exec) would rerun a job that stopped for its time limit in the same
+    allocation, with no time left (snakemake-executor-plugin-slurm issue #284); the main process
+    resubmits it as a new Slurm job instead."""
+    return 0 if workflow.remote_exec else retries
 N_BOOT = PLAN.arguments.N_BOOT
 EXPLORATION_SHARE = PLAN.arguments.EXPLORATION_SHARE
 EXPLORATION_CONFIDENCE = PLAN.arguments.EXPLORATION_CONFIDENCE
@@ -248,3 +256,35 @@ def figure_report_outputs(name, caption, category, label=None):
         "pdf": f"{RESULTS}/figures/{name}.pdf",
         "json": f"{RESULTS}/figures/{name}.json",
     }
+
+
+# Checkpoints pruned once nothing needs them (config grpo.prune_checkpoints; off by default, so
+# the organism runs keep theirs). A run's checkpoints serve a resume and its curve; once the run
+# is complete (model/ and its report written) and its curve, if it has one, written, the prune
+# deletes every checkpoint-<step> folder but the curve's own steps (so a rerun of curve_eval,
+# after a code change for instance, still finds them; the final weights are model/).
+# checkpoints/ is no declared output of any rule, so deleting in it trips no output check and
+# reruns no training.
+PRUNE_CHECKPOINTS = bool(config["grpo"].get("prune_checkpoints", False))
+PRUNE_MARKERS = [f"{RESULTS}/runs/{m}/seed{s}/checkpoints_pruned.json" for m, seeds in RUN_SEEDS.items()
+                 if m != "base" for s in seeds] if PRUNE_CHECKPOINTS else []
+
+
+def has_curve(wildcards) -> bool:
+    return wildcards.method in CURVE_METHODS and int(wildcards.seed) in map(int, CURVE_SEEDS)
+
+
+def prune_curve_input(wildcards):
+    """The run's curve when it has one: nothing is pruned before curve_eval has read the checkpoints."""
+    if has_curve(wildcards):
+        return f"{RESULTS}/curves/{wildcards.method}/seed{wildcards.seed}/curve.jsonl".format(**dict(wildcards.items()))
+    return []
+
+
+def prune_keep_steps(wildcards) -> str:
+    """--keep-steps of a curve run: the checkpoints its curve reads (eval.curve.every's multiples
+    below max_steps; the last point is model/). Other runs keep none."""
+    if not has_curve(wildcards):
+        return ""
+    every, last = int(config["eval"]["curve"]["every"]), int(config["grpo"]["max_steps"])
+    return "--keep-steps " + " ".join(str(s) for s in range(every, last, every))

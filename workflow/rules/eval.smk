@@ -19,7 +19,7 @@ rule evaluate:
         launch=eval_launcher,
         sampling_seed=run_seed,  # the replicate's; the A/A repeat's moved by its offset
     # a planned stop before the time limit (exit 75) is resumed by a retry (config eval_retries)
-    retries: EVAL_RETRIES
+    retries: main_process_retries(EVAL_RETRIES)
     threads: rule_threads("evaluate")
     resources:
         **rule_resources("evaluate", mem_mb=2000),
@@ -31,8 +31,8 @@ rule evaluate:
     benchmark:
         f"{RESULTS}/benchmarks/evaluate/{{method}}_seed{{seed}}.tsv"
     shell:
-        # appended to (>>), as the training logs: an evaluation carried over several jobs keeps each
-        # attempt's "stopped after chunk ..." line
+        # appended to (>>), as the training logs (under Slurm each job's log starts afresh; every
+        # attempt's seconds and end are in the evaluation's attempts.jsonl)
         "{params.hub_offline}NUDGERL_LOG={log:q} {params.launch} evaluate --model {params.model} {params.prompt} "
         "--benchmarks {input.benchmarks} --seed {params.sampling_seed} --params {params.cfg:q} --threads {threads} "
         "--out-dir {params.out_dir} >> {log} 2>&1"

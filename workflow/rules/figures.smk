@@ -37,38 +37,6 @@ rule curve_eval:
         "--out {output} > {log} 2>&1"
 
 
-# Checkpoints pruned once nothing needs them (config grpo.prune_checkpoints; off by default, so
-# the organism runs keep theirs). A run's checkpoints serve a resume and its curve; once the run
-# is complete (model/ and its report written) and its curve, if it has one, written, the prune
-# deletes every checkpoint-<step> folder but the curve's own steps (so a rerun of curve_eval,
-# after a code change for instance, still finds them; the final weights are model/).
-# checkpoints/ is no declared output of any rule, so deleting in it trips no output check and
-# reruns no training.
-PRUNE_CHECKPOINTS = bool(config["grpo"].get("prune_checkpoints", False))
-PRUNE_MARKERS = [f"{RESULTS}/runs/{m}/seed{s}/checkpoints_pruned.json" for m, seeds in RUN_SEEDS.items()
-                 if m != "base" for s in seeds] if PRUNE_CHECKPOINTS else []
-
-
-def has_curve(wildcards) -> bool:
-    return wildcards.method in CURVE_METHODS and int(wildcards.seed) in map(int, CURVE_SEEDS)
-
-
-def prune_curve_input(wildcards):
-    """The run's curve when it has one: nothing is pruned before curve_eval has read the checkpoints."""
-    if has_curve(wildcards):
-        return f"{RESULTS}/curves/{wildcards.method}/seed{wildcards.seed}/curve.jsonl".format(**dict(wildcards.items()))
-    return []
-
-
-def prune_keep_steps(wildcards) -> str:
-    """--keep-steps of a curve run: the checkpoints its curve reads (eval.curve.every's multiples
-    below max_steps; the last point is model/). Other runs keep none."""
-    if not has_curve(wildcards):
-        return ""
-    every, last = int(config["eval"]["curve"]["every"]), int(config["grpo"]["max_steps"])
-    return "--keep-steps " + " ".join(str(s) for s in range(every, last, every))
-
-
 rule prune_checkpoints:
     """Delete a finished run's checkpoints but its curve's, once the curve is written (nudgerl prune-checkpoints)."""
     input:
@@ -86,6 +54,8 @@ rule prune_checkpoints:
         "../envs/nudgerl.yaml"
     log:
         f"{RESULTS}/logs/prune_checkpoints/{{method}}_seed{{seed}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/prune_checkpoints/{{method}}_seed{{seed}}.tsv"
     shell:
         "nudgerl prune-checkpoints --run-dir {params.run_dir} {params.curve} {params.keep} --out {output} > {log} 2>&1"
 

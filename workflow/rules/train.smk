@@ -1,5 +1,6 @@
-# Training logs are appended to (>>): a run carried over several jobs (a stop before the time
-# limit, then a retry that resumes) keeps every attempt's log, "stopped at step ..." included.
+# Training logs are appended to (>>): a run resumed by a later local invocation keeps the earlier
+# lines. Under Slurm each job's log starts afresh; every attempt's seconds and end are in the
+# run's attempts.jsonl (nudgerl.attempts).
 
 
 rule train_grpo:
@@ -19,7 +20,7 @@ rule train_grpo:
         launch=launcher,
         run_dir=output_run_dir,
     threads: rule_threads("train_grpo")
-    retries: TRAIN_RETRIES
+    retries: main_process_retries(TRAIN_RETRIES)
     resources:
         **rule_resources("train_grpo", mem_mb=3000),
         attempt=attempt_number,  # the launcher passes it on: only a first attempt retries a failed run
@@ -54,7 +55,7 @@ rule train_grpo_repeat:
         run_dir=output_run_dir,
         rl_seed=lambda w: int(w.seed) + AA_SEED_OFFSET,
     threads: rule_threads("train_grpo")
-    retries: TRAIN_RETRIES
+    retries: main_process_retries(TRAIN_RETRIES)
     resources:
         **rule_resources("train_grpo", mem_mb=3000),
         attempt=attempt_number,  # the launcher passes it on: only a first attempt retries a failed run
@@ -91,7 +92,7 @@ rule train_nudgerl:
         nudge=nudge_section,
         run_dir=output_run_dir,
     threads: rule_threads("train_nudgerl")
-    retries: TRAIN_RETRIES
+    retries: main_process_retries(TRAIN_RETRIES)
     resources:
         **rule_resources("train_nudgerl", mem_mb=3000),
         attempt=attempt_number,  # the launcher passes it on: only a first attempt retries a failed run
@@ -126,7 +127,7 @@ rule train_pope:
         pope=pope_section(),
         run_dir=output_run_dir,
     threads: rule_threads("train_pope")
-    retries: TRAIN_RETRIES
+    retries: main_process_retries(TRAIN_RETRIES)
     resources:
         **rule_resources("train_pope", mem_mb=3000),
         attempt=attempt_number,  # the launcher passes it on: only a first attempt retries a failed run
@@ -159,7 +160,7 @@ rule train_grpo_eps:
         launch=launcher,
         run_dir=output_run_dir,
     threads: rule_threads("train_grpo_eps")
-    retries: TRAIN_RETRIES
+    retries: main_process_retries(TRAIN_RETRIES)
     resources:
         **rule_resources("train_grpo_eps", mem_mb=3000),
         attempt=attempt_number,  # the launcher passes it on: only a first attempt retries a failed run
@@ -197,7 +198,7 @@ if BASELINES:
             launch=launcher,
             run_dir=output_run_dir,
         threads: rule_threads("train_baseline")
-        retries: TRAIN_RETRIES
+        retries: main_process_retries(TRAIN_RETRIES)
         resources:
             **rule_resources("train_baseline", mem_mb=3000),
             attempt=attempt_number,  # the launcher passes it on: only a first attempt retries a failed run

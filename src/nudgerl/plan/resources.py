@@ -123,6 +123,7 @@ class PlanResources:
         # Likewise for rule evaluate: an evaluation longer than its job's time limit stops itself
         # between chunks (exit 75) and these retries resume it. None: the profile's.
         self.EVAL_RETRIES = config.get("eval_retries")
+        self.EVAL_STOP_BEFORE_S = int(config.get("eval_stop_before_limit_s", EVAL_STOP_BEFORE_LIMIT_S))
 
     def rule_resources(self, rule, **defaults):
         """What a rule's jobs ask the scheduler for: config `resources.<name>.<rule>` over the
@@ -193,4 +194,4 @@ class PlanResources:
         attempt = getattr(resources, "attempt", None)
         if attempt is not None:
             env += f"{ATTEMPT_VAR}={int(attempt)} "  # a retry of a failed evaluation refuses (nudgerl.attempts)
-        return f"{env}{eval_time_budget(getattr(resources, 'runtime', None))}nudgerl"
+        return f"{env}{eval_time_budget(getattr(resources, 'runtime', None), self.EVAL_STOP_BEFORE_S)}nudgerl"

@@ -81,8 +81,9 @@ def run_tokens(run_dir: Path) -> dict:
 
 
 # Jobs that run while or after the table is made: their benchmark files are (re)written
-# later, so a file left by an earlier run would make the table stale the moment it is done.
-NOT_ACCOUNTED = ("compute_table", "audit")
+# later, so a file left by an earlier run would make the table stale the moment it is done
+# (the checkpoint prunes run after the curves, beside the table: local file deletions).
+NOT_ACCOUNTED = ("compute_table", "audit", "prune_checkpoints")
 
 
 def compute_table(results: Path, gpus_per_rule: dict[str, int] | None = None) -> list[dict]:
