@@ -33,12 +33,9 @@ def copy_workflow(dest: Path) -> Path:
 def merged_config(*overlays: str) -> dict:
     """config/config.yaml with the named config/ overlays merged over it, as Snakemake's
     --configfile merges them."""
-    from snakemake.utils import update_config
+    from nudgerl.io import merged_configfiles
 
-    cfg = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-    for name in overlays:
-        update_config(cfg, yaml.safe_load((REPO / "config" / name).read_text()))
-    return cfg
+    return merged_configfiles(REPO / "config" / "config.yaml", *(REPO / "config" / name for name in overlays))
 
 
 def job_counts(out: str) -> dict[str, int]:

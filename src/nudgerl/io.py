@@ -231,3 +231,18 @@ def attempt_seconds(run_dir: str | Path) -> tuple[int, float] | None:
         except ValueError:
             continue  # a line torn by a kill mid-append
     return len(rows), sum(float(r.get("seconds", 0.0)) for r in rows)
+
+
+def merged_configfiles(base, *overlays) -> dict:
+    """``overlays`` merged over ``base`` key by key (YAML files), as Snakemake merges
+    ``--configfile``: nested sections are updated, not replaced."""
+    import copy
+
+    from snakemake.utils import update_config
+
+    import yaml
+
+    config = yaml.safe_load(Path(base).read_text())
+    for path in overlays:
+        update_config(config, copy.deepcopy(yaml.safe_load(Path(path).read_text())))
+    return config

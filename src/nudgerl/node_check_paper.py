@@ -24,7 +24,6 @@ uses the plan's documented defaults and its measured file names the tiny model, 
 
 from __future__ import annotations
 
-import copy
 import importlib.util
 import json
 import math
@@ -69,12 +68,9 @@ class PaperSections:
 
 def merged_config(overlay: Path = REPO / "config" / "paper.yaml", base: Path = REPO / "config" / "config.yaml") -> dict:
     """``overlay`` merged over ``base`` key by key, as Snakemake merges ``--configfile``."""
-    import yaml
-    from snakemake.utils import update_config
+    from nudgerl.io import merged_configfiles
 
-    config = yaml.safe_load(Path(base).read_text())
-    update_config(config, copy.deepcopy(yaml.safe_load(Path(overlay).read_text())))
-    return config
+    return merged_configfiles(base, overlay)
 
 
 def workflow_sections(config: dict, model_name: str) -> tuple[dict, dict, dict]:

@@ -302,20 +302,16 @@ def cmd_power_table(args) -> None:
 def cmd_plan_cost(args) -> None:
     """GPU-hours of a configuration's DAG (its dry run), per rule and model, and the jobs that
     cannot finish inside their time limit and resume chain (nudgerl.reporting.gpu_hours)."""
-    import copy
     import subprocess
 
     import yaml
-    from snakemake.utils import update_config
 
-    from nudgerl.io import atomic_write_text
+    from nudgerl.io import atomic_write_text, merged_configfiles
     from nudgerl.reporting import gpu_hours as cost
     from nudgerl.tools import tool_command
 
     # merged as Snakemake merges --configfile over config/config.yaml
-    config = yaml.safe_load(Path("config/config.yaml").read_text())
-    for path in args.configfile:
-        update_config(config, copy.deepcopy(yaml.safe_load(Path(path).read_text())))
+    config = merged_configfiles("config/config.yaml", *args.configfile)
     params = yaml.safe_load(Path("params.yaml").read_text())
     pool_hints = int((params.get((config.get("pools") or {}).get("stage"), {}) or {}).get("n", 5))
     proc = subprocess.run([*tool_command("snakemake"), "all", "-n", "--configfile", *args.configfile],
