@@ -123,3 +123,26 @@ def test_dvc_status_is_checked(chain):
     assert report.stage_origins == ["pools_x: from the DVC cache (pulled or restored, not computed in this checkout)"]
     dvc_only = audit("results", check_artifacts=False)
     assert dvc_only.ok and dvc_only.roots == [] and "DVC stages only" in dvc_only.text()
+
+
+def test_audit_from_given_artifacts_walks_only_their_chain(chain):
+    """A rule's audit starts from its declared inputs: a table another job is rewriting at that
+    moment is not read, while an edit anywhere upstream of the given artifacts still fails."""
+    write_jsonl("results/tables/other.csv", [{"x": 1}])
+    write_provenance("results/tables/other.csv", {}, {}, [])
+    with open("results/tables/other.csv", "a") as f:
+        f.write("half-written\n")  # another job's table, mid-write
+    assert not audit("results", check_dvc=False).ok
+    given = ["results/tables/table1.csv", "results/tables/table1.md", "results/logs/marker.done"]
+    report = audit("results", check_dvc=False, artifacts=given)
+    assert report.ok, report.text()
+    assert len(report.roots) == 2 and "1 of 3 given artifact(s) have no provenance sidecar" in report.text()
+    with open("results/runs/grpo8/seed0/model/model.safetensors", "a") as f:
+        f.write("tampered")
+    report = audit("results", check_dvc=False, artifacts=given)
+    assert [f.path for f in report.findings] == ["results/runs/grpo8/seed0/model/model.safetensors"]
+    none = audit("results", check_dvc=False, artifacts=["results/logs/marker.done"])
+    assert not none.ok and "none of the given artifacts" in none.text()
+    proc = subprocess.run(["nudgerl", "audit", "--no-dvc", "--results", "results", "--artifacts", *given[:2]],
+                          cwd=chain, capture_output=True, text=True)
+    assert proc.returncode == 1 and "model.safetensors" in proc.stdout

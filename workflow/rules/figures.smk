@@ -281,5 +281,6 @@ rule audit:
         results=results_root,
         stages=[POOL_DVC_STAGE, ORACLE_DVC_STAGE],  # the DVC stages this config's results used
     shell:
-        "nudgerl audit --results {params.results} --dvc-stages {params.stages} --out {output.txt} "
-        "--html {output.html} > {log} 2>&1"
+        # from its own inputs only: `snakemake study` rewrites other tables beside it
+        "nudgerl audit --results {params.results} --dvc-stages {params.stages} --artifacts {input:q} "
+        "--out {output.txt} --html {output.html} > {log} 2>&1"

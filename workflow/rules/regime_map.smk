@@ -239,7 +239,9 @@ if TASK == "organism" and RMAP:
             results=results_root,
             stages=[POOL_DVC_STAGE],  # this configuration's pool stage (the NudgeRL runs read it)
         shell:
-            "nudgerl audit --results {params.results} --dvc-stages {params.stages} --out {output} > {log} 2>&1"
+            # from the map's artifacts only: the main audit and tables are written beside it
+            "nudgerl audit --results {params.results} --dvc-stages {params.stages} --artifacts {input:q} "
+            "--out {output} > {log} 2>&1"
 
     rule regime_map:
         """`snakemake regime_map --cores 2`: the figure, the table and their audit."""

@@ -193,7 +193,7 @@ def cmd_audit(args) -> None:
             raise SystemExit(f"nudgerl audit: no results folder with tables, figures or diagnostics under "
                              f"{Path(args.cwd) / 'results'}")
     reports = [(f, audit(f, cwd=args.cwd, check_dvc=not args.no_dvc, dvc_stages=args.dvc_stages,
-                         check_artifacts=not args.dvc_only)) for f in folders]
+                         check_artifacts=not args.dvc_only, artifacts=args.artifacts)) for f in folders]
     text = "".join(r.text() if len(reports) == 1 else f"== {f}\n{r.text()}" for f, r in reports)
     print(text, end="")
     if args.out:
@@ -512,6 +512,9 @@ def register(subparsers) -> None:
     p.add_argument("--dvc-only", action="store_true",
                    help="only the DVC stages (of --results' run, default all in dvc.lock): status and origin")
     p.add_argument("--dvc-stages", nargs="+", default=None, help="check only these DVC stages (default: all)")
+    p.add_argument("--artifacts", nargs="+", default=None,
+                   help="start only from these files' sidecars (a rule's declared inputs; default: every table, "
+                        "figure and diagnosis under --results)")
     p.add_argument("--out", help="also write the report here")
     p.add_argument("--html", help="and as an HTML page here (for snakemake --report)")
 
