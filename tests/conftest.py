@@ -43,6 +43,15 @@ def job_counts(out: str) -> dict[str, int]:
     return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)\s*$", table, re.M)}
 
 
+def failed_rule_logs(workdir: Path, snakemake_output: str) -> str:
+    """The logs of the rules a failed Snakemake run names (its "log: X (check log file(s) ...)"
+    lines), to print with the failure: a test's temporary folder is gone by the time CI's
+    output is read."""
+    paths = re.findall(r"log: (\S+) \(check log file", snakemake_output)
+    return "".join(f"\n--- {p}:\n{(workdir / p).read_text()[-3000:]}" for p in dict.fromkeys(paths)
+                   if (workdir / p).is_file())
+
+
 def stand_in_data(workdir) -> str:
     """Empty files where config/smollm2.yaml's datasets are: preflight checks that local
     datasets exist before any job starts, and a dry run reads none of them."""
@@ -79,7 +88,8 @@ def smoke_run(tmp_path_factory):
             try:
                 proc = subprocess.run(["snakemake", "--cores", "2", "--configfile", "config/smoke.yaml"], cwd=workdir,
                                       capture_output=True, text=True, timeout=1800)  # a hang guard, not a speed target
-                (built if proc.returncode == 0 else failed).write_text(proc.stderr[-4000:])
+                (built if proc.returncode == 0 else failed).write_text(
+                    proc.stderr[-4000:] + ("" if proc.returncode == 0 else failed_rule_logs(workdir, proc.stderr)))
             except subprocess.TimeoutExpired as e:
                 failed.write_text(f"no end after {e.timeout} s:\n{(e.stderr or b'')[-4000:]!r}")
     # a build that failed fails every test that asked for it, once built, with its Snakemake log

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from conftest import failed_rule_logs
 from nudgerl.reporting.regime_map import _final_and_reach, mixture
 
 
@@ -53,7 +54,7 @@ def test_ci_sized_study_with_its_map_end_to_end(smoke_run_copy):
     (workdir / "map.yaml").write_text(yaml.safe_dump({**GRID, **STUDY}))
     proc = subprocess.run(["snakemake", "study", "--cores", "2", "--configfile", "config/smoke.yaml", "map.yaml"],
                           cwd=workdir, capture_output=True, text=True, timeout=2400)
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert proc.returncode == 0, proc.stderr[-4000:] + failed_rule_logs(workdir, proc.stderr)
     assert "rule train_grpo:" not in proc.stdout + proc.stderr  # the matrix was done already
     res = workdir / "results" / "smoke"
     runs = pd.read_csv(res / "tables" / "regime_map.csv")
