@@ -9,12 +9,19 @@ configfile: "config/config.yaml"
 
 
 from nudgerl.config import validate_config
+from nudgerl.offline.dvc_stages import register_run
 from nudgerl.tools import put_environment_first_on_path
 
 # Jobs run `nudgerl` and `dvc` of the environment this snakemake runs in, activated or not.
 put_environment_first_on_path()
 
-# Schema (workflow/schemas/config.schema.yaml) + preflight: fails before any job starts.
+# A new run_name gets its helper DVC stages: params.yaml stage_runs lists it (logged; a no-op once
+# listed). In the main process only: a cluster job's inner snakemake finds it listed already.
+if workflow.is_main_process:
+    for line in register_run(config):
+        logger.info(line)
+
+# Schema (package data: src/nudgerl/schemas/config.schema.yaml) + preflight: fails before any job starts.
 validate_config(config)
 
 

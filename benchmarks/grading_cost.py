@@ -13,6 +13,13 @@ processes', is the steadier number on a shared machine):
 Paths: ``in_process`` (the default on a main thread: signal-bounded) and ``worker``
 (``isolate=True``: the persistent worker process that bounds time anywhere). A grader
 without the ``isolate`` argument (older code) is measured on its only path.
+
+``hostile``: completions only a time limit ends (or that must be read in bounded time),
+graded once each at ``--hostile-limit`` seconds on both paths, in order: the seconds from
+call to outcome. On the worker path a time-out kills the process, and the next item waits
+for its replacement's start (outside that item's limit), as a caller's loop would.
+tests/test_grading.py asserts only that these items end (hang guards) and what they score;
+how long they take is this figure.
 """
 
 from __future__ import annotations
@@ -69,6 +76,30 @@ def worker_cpu_seconds() -> float:
     return total
 
 
+HOSTILE = {
+    "power_tower": "\\boxed{10^{10^{10^{10}}}}",
+    "billion_digit_power": "\\boxed{123456789^{123456789}}",
+    "deep_fraction": "\\boxed{" + "\\frac{1}{" * 300 + "2" + "}" * 300 + "}",
+    "one_mb_answer_at_the_end": "x" * 1_000_000 + " so \\boxed{5}",
+    "unclosed_solution_tags": "<SOLUTION>" * 20_000 + "5",
+}
+
+
+def hostile(limit: float, paths: dict) -> dict:
+    """Seconds from call to outcome of each HOSTILE completion (gold "5"), per path."""
+    from nudgerl.evaluation.grading import judge
+
+    result = {"time_limit_seconds": limit}
+    for path, kwargs in paths.items():
+        rows = {}
+        for name, text in HOSTILE.items():
+            t0 = time.perf_counter()
+            outcome = judge(text, "5", time_limit=limit, **kwargs)
+            rows[name] = {"outcome": outcome, "seconds": round(time.perf_counter() - t0, 3)}
+        result[path] = rows
+    return result
+
+
 def measure(grade, items, repeats: int, **kwargs) -> dict:
     """Best-of-repeats wall and CPU milliseconds per item (CPU: this process + its graders)."""
     best_wall = best_cpu = float("inf")
@@ -86,6 +117,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--out", default=str(REPO / "benchmarks" / "grading_cost.json"))
+    ap.add_argument("--hostile-limit", type=float, default=1.0,
+                    help="time limit (s) for the hostile completions (tests/test_grading.py's)")
     args = ap.parse_args()
     from nudgerl.evaluation.grading import grade
 
@@ -114,6 +147,7 @@ def main() -> None:
         grade("\\boxed{1}", "1", isolate=True)
         result["worker_start_seconds"] = round(time.perf_counter() - t0, 3)
         result["time_limit_seconds"] = TIME_LIMIT_SECONDS
+        result["hostile"] = hostile(args.hostile_limit, paths)
     text = json.dumps(result, indent=2)
     print(text)
     Path(args.out).write_text(text + "\n")

@@ -8,12 +8,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from nudgerl.tools import tool_command
+from nudgerl.tools import put_environment_first_on_path, tool_command
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# Tests run `snakemake`, `nudgerl` and `dvc` as commands: they must be this environment's even
+# when pytest is started as `.venv/bin/python -m pytest` without activating the venv.
+put_environment_first_on_path()
 
 REPO = Path(__file__).resolve().parents[1]
+# The real benchmark files, beside the checkout (../shared) unless NUDGERL_SHARED_BENCHMARKS names them
+SHARED_BENCHMARKS = Path(os.environ.get("NUDGERL_SHARED_BENCHMARKS", REPO.parent / "shared" / "data" / "benchmarks"))
 
 
 WORKFLOW_FILES = ("Snakefile", "workflow", "config", "profiles", "dvc.yaml", "params.yaml", ".gitignore")

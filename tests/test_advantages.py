@@ -82,7 +82,7 @@ def test_nudgerl_inter_intra_worked_group():
 
 
 def test_the_schema_lists_exactly_the_registered_estimators():
-    schema = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    schema = yaml.safe_load((REPO / "src" / "nudgerl" / "schemas" / "config.schema.yaml").read_text())
     enum = schema["properties"]["grpo"]["properties"]["advantage_estimator"]["enum"]
     assert sorted(enum) == sorted(ADVANTAGE_ESTIMATORS)
 

@@ -43,6 +43,25 @@ def test_bootstrap_constant_data_has_zero_width():
     assert m == pytest.approx(0.4) and lo == pytest.approx(0.4) and hi == pytest.approx(0.4)
 
 
+@pytest.mark.parametrize("level", [0.95, 0.90])
+def test_bootstrap_interval_has_the_level_asked_for(level):
+    """On 400 normal values the percentile bootstrap of the mean is the normal interval
+    mean +- z sd / sqrt(n), z = norm.ppf(1 - alpha / 2): 1.96 at the tables' 95 %. A 90 % interval
+    (z = 1.645, 0.84 of the width) where 95 % is asked is outside the tolerance, and vice versa."""
+    from scipy.stats import norm
+
+    x = np.random.default_rng(1).normal(0.3, 1.0, size=400)
+    alpha = 1 - level
+    half = norm.ppf(1 - alpha / 2) * x.std(ddof=1) / np.sqrt(len(x))
+    kwargs = {} if level == 0.95 else {"alpha": alpha}  # 95 %: the default every table relies on
+    for name, (m, lo, hi) in [("bootstrap_ci", bootstrap_ci(x, **kwargs)),
+                              ("bootstrap_mean_of_means", bootstrap_mean_of_means([x], **kwargs))]:
+        assert m == pytest.approx(x.mean())
+        ratio = (hi - lo) / (2 * half)
+        assert abs(ratio - 1) < 0.06, f"{name}: width {hi - lo:.4f} is {ratio:.3f} of the normal {level:.0%} width"
+        assert abs((lo + hi) / 2 - m) < 0.1 * half, f"{name}: interval ({lo:.4f}, {hi:.4f}) not centred on {m:.4f}"
+
+
 def test_mean_of_means_weights_benchmarks_equally():
     m, lo, hi = bootstrap_mean_of_means([np.ones(3), np.zeros(100)])
     assert m == pytest.approx(0.5) and lo == pytest.approx(0.5) and hi == pytest.approx(0.5)

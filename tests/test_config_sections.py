@@ -24,7 +24,7 @@ from nudgerl.plan.arguments import rl_diagnosis_params
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
 PARAMS = yaml.safe_load((REPO / "params.yaml").read_text())
-SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
+SCHEMA = yaml.safe_load((REPO / "src" / "nudgerl" / "schemas" / "config.schema.yaml").read_text())
 # Every configuration in config/, as Snakemake sees it: each file merged over config.yaml, key by key.
 OVERLAYS = {"config.yaml": [], "common.yaml": ["common.yaml"], "study.yaml": ["study.yaml"], "smoke.yaml": ["smoke.yaml"], "paper.yaml": ["paper.yaml"],
             "paper.yaml+offline.yaml": ["paper.yaml", "offline.yaml"], "paper.yaml+pilot.yaml": ["paper.yaml", "pilot.yaml"],

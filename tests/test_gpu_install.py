@@ -1,6 +1,7 @@
-"""Installs: the paper-scale `gpu` extra resolves with the CPU pins (pip's resolver, as a GPU
-machine sees it: PyPI only, metadata only, `--dry-run`: no CUDA wheel is downloaded), and the
-rules' conda environment pins what pyproject.toml pins.
+"""Installs: the paper-scale `gpu` extra installs from its lock (requirements/gpu-lock.txt) with
+the CPU pins (pip's resolver, as a GPU machine sees it: PyPI only, metadata only, `--dry-run`: no
+CUDA wheel is downloaded), and resolves for Python 3.12 (uv). The locks themselves and the
+rules' conda environment: tests/test_install_lock.py.
 
 The resolver check needs the package index (CI reaches PyPI): about 1.5-2 min, most of it
 fetching metadata and building DeepSpeed's sdist metadata.
@@ -16,7 +17,6 @@ from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
-import yaml
 
 from conftest import REPO
 
@@ -31,13 +31,6 @@ def trl_supported_vllm() -> tuple[str, str]:
     found = re.search(r'Version\("([\d.]+)"\) <= _vllm_base_version <= Version\("([\d.]+)"\)', source)
     assert found, "trl/import_utils.py no longer states its vLLM range in the form this test reads"
     return found.group(1), found.group(2)
-
-
-def test_conda_env_of_the_rules_pins_what_pyproject_pins():
-    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    env = yaml.safe_load((REPO / "workflow" / "envs" / "nudgerl.yaml").read_text())
-    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
-    assert pip and _pins(pip).items() <= _pins(project["dependencies"]).items()
 
 
 @pytest.mark.slow
@@ -55,13 +48,19 @@ def test_gpu_extra_resolves_with_the_cpu_pins(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("PIP_FIND_LINKS", "PIP_CONSTRAINT")}
     env["PIP_CONFIG_FILE"] = os.devnull
     report = tmp_path / "report.json"
+    # With the GPU lock as constraints (scripts/lock.sh; the documented GPU install): pip must
+    # install exactly the lock, no package more or less.
+    lock = REPO / "requirements" / "gpu-lock.txt"
     proc = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
-                           "--report", str(report), f"{REPO}[gpu]"], capture_output=True, text=True, timeout=900,
-                          env=env)
-    assert proc.returncode == 0, "pip cannot resolve .[gpu]:\n" + proc.stderr[-4000:]
-    chosen = {i["metadata"]["name"].lower(): i["metadata"]["version"] for i in json.loads(report.read_text())["install"]}
+                           "--report", str(report), "-c", str(lock), f"{REPO}[gpu,test]"],
+                          capture_output=True, text=True, timeout=900, env=env)
+    assert proc.returncode == 0, "pip cannot resolve .[gpu] with its lock:\n" + proc.stderr[-4000:]
+    norm = lambda n: re.sub(r"[-_.]+", "-", n).lower()  # noqa: E731
+    chosen = {norm(i["metadata"]["name"]): i["metadata"]["version"] for i in json.loads(report.read_text())["install"]}
     for name, version in {**base, **gpu}.items():
-        assert chosen[name.lower()] == version, (name, chosen.get(name.lower()))
+        assert chosen[norm(name)] == version, (name, chosen.get(norm(name)))
+    locked = {norm(k): v for k, v in re.findall(r"^([A-Za-z0-9][A-Za-z0-9_.-]*)==(\S+)", lock.read_text(), re.M)}
+    assert {k: v for k, v in chosen.items() if k != "nudgerl"} == locked
     # PyPI's torch 2.13.0 is the CUDA build (no +cpu local version), with its CUDA libraries.
     assert chosen["torch"] == "2.13.0" and any(n.startswith("nvidia-") for n in chosen)
 

@@ -1,6 +1,7 @@
 """The one grader: known traps, real benchmark golds, time limits that hold anywhere,
 counters, and hostile model output (no execution, bounded time, zero reward)."""
 
+import contextlib
 import gc
 import json
 import multiprocessing
@@ -9,20 +10,53 @@ import signal
 import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
+from conftest import SHARED_BENCHMARKS
 from nudgerl.evaluation import grading
 from nudgerl.evaluation.grading import GRADER_MODES, OUTCOMES, GradeStats, grade, judge
 
-BENCHMARKS = Path("/work/shared/data/benchmarks")
+BENCHMARKS = SHARED_BENCHMARKS
 # No limit would end this: sympy is asked to compare 10^(10^(10^10)) with 5.
 TOWER = "\\boxed{10^{10^{10^{10}}}}"
 LIMIT = 1.0
-# Generous: a bounded item returns a little after its limit (process start-up aside);
-# an unbounded one would not return at all.
-SLACK = 20.0
+# The bounds below are hang guards, not speed checks (speeds are measured, not asserted:
+# benchmarks/grading_cost.py, its "hostile" and worker_start_seconds figures). An item whose
+# limit did not hold would not return at all (nothing ends TOWER), so a bound far above what a
+# loaded machine needs still tells the two apart.
+# In process, on a main thread: the alarm, and its repeats after a dropped one (~1 s here;
+# 4.1 s once in a full CI run's process).
+SLACK = 60.0
+IN_PROCESS_BOUND = LIMIT + SLACK
+# In a grading process: the item may first wait for its process to start (the first one, or the
+# replacement of one killed at a time-out: ~1.5 s idle, 7-15 s on 2 cores at load 8-10), which
+# is outside the item's limit; the grader allows WORKER_START_SECONDS for it, then raises.
+ISOLATED_BOUND = LIMIT + grading.WORKER_START_SECONDS + SLACK
+
+
+class Hung(BaseException):
+    """Raised by hang_guard: a BaseException, so that no ``except Exception`` on the way swallows it."""
+
+
+@contextlib.contextmanager
+def hang_guard(cpu_seconds: float):
+    """Fails the test (Hung, raised in the main thread) once the block has used ``cpu_seconds``
+    of this process's CPU time: what ends an in-process item whose own limit did not hold, where
+    a check of its elapsed time afterwards would never be reached. CPU time (ITIMER_PROF, which
+    the grader leaves alone), not wall time: a loaded machine slows the block, it does not make
+    it use more; and the kernel's signal reaches a main thread stuck in one long C call (a big
+    power), which a watchdog thread could not (it would wait for the GIL)."""
+    def on_signal(signum, frame):
+        raise Hung(f"{cpu_seconds:.0f} CPU seconds and still running: the time limit did not hold")
+
+    previous = signal.signal(signal.SIGPROF, on_signal)
+    signal.setitimer(signal.ITIMER_PROF, cpu_seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        signal.signal(signal.SIGPROF, previous)
 
 
 @pytest.mark.parametrize(
@@ -197,9 +231,8 @@ def test_counters_add_up():
 
 def test_a_time_out_is_counted_on_the_main_thread():
     stats = GradeStats()
-    t0 = time.monotonic()
-    assert grade(TOWER, "5", stats, time_limit=LIMIT) == 0.0
-    assert time.monotonic() - t0 < LIMIT + SLACK
+    with hang_guard(IN_PROCESS_BOUND):
+        assert grade(TOWER, "5", stats, time_limit=LIMIT) == 0.0
     assert stats.as_dict()["timeout"] == 1 and stats.as_dict()["graded"] == 1
     assert grade("\\boxed{5}", "5", stats) == 1.0  # the grader is fine afterwards
 
@@ -301,11 +334,12 @@ def test_a_deadline_dropped_inside_a_gc_callback_still_stops_the_item(monkeypatc
     finally:
         gc.callbacks.remove(spin_in_gc)
     assert outcome == "timeout"
-    # The alarm fired again after being dropped: the item stopped long before the judge's 60 s.
-    # How long the retries take depends on the process (an alarm pending through a long
-    # collection lands in the "stop" callback and is dropped): 4.1 s once in a full CI run's
-    # process; test_grading.py alone stayed under the earlier bound of 4 s.
-    assert elapsed < LIMIT + 10.0, (elapsed, dropped)
+    # The alarm fired again after being dropped: the item stopped long before the judge's 60 s
+    # (without the repeat the judge would end by itself and the outcome be "correct").
+    # How long the retries take depends on the process and the machine's load (an alarm pending
+    # through a long collection lands in the "stop" callback and is dropped): 4.1 s once in a full
+    # CI run's process. Half the judge's run is a hang guard, not a speed check.
+    assert elapsed < 30.0, (elapsed, dropped)
 
 
 def test_a_deadline_that_lands_in_a_finalizer_reaches_no_other_unraisable_hook(monkeypatch):
@@ -313,7 +347,7 @@ def test_a_deadline_that_lands_in_a_finalizer_reaches_no_other_unraisable_hook(m
     from the caller's hook (pytest's reports it as the test's error), and the item still stops."""
     class SlowToDelete:
         def __del__(self):
-            time.sleep(4 * LIMIT)  # the first alarm lands here
+            time.sleep(60 * LIMIT)  # the first alarm lands here
 
     def judge_with_a_slow_finalizer(*item):
         SlowToDelete()  # deleted at once
@@ -327,7 +361,9 @@ def test_a_deadline_that_lands_in_a_finalizer_reaches_no_other_unraisable_hook(m
     monkeypatch.setattr(sys, "unraisablehook", lambda u: seen.append(u.exc_type))
     t0 = time.monotonic()
     outcome = grading._judge_under_alarm(("x", "1", "standard", None), LIMIT)
-    assert outcome == "timeout" and time.monotonic() - t0 < 4 * LIMIT  # the finalizer was interrupted
+    # the finalizer was interrupted: the item ended ~1 s in; an uninterrupted finalizer takes
+    # 60 s, and half of that is a hang guard no loaded machine reaches
+    assert outcome == "timeout" and time.monotonic() - t0 < 30 * LIMIT
     assert seen == []
     sys.unraisablehook(type("U", (), {"exc_type": ValueError})())  # the caller's hook is back
     assert seen == [ValueError]
@@ -376,7 +412,9 @@ def test_time_limits_hold_in_a_worker_process(tmp_path, monkeypatch):
     for where in ("main", "thread"):
         outcomes = [outcome for w, outcome, _ in results if w == where]
         assert outcomes[:2] == ["timeout", "correct"] and "correct" not in outcomes[2:]
-    assert all(seconds < LIMIT + SLACK for _, _, seconds in results)
+    # hang guards: the worker's thread waits for its grading processes to start (ISOLATED_BOUND)
+    bound = {"main": IN_PROCESS_BOUND, "thread": ISOLATED_BOUND}
+    assert all(seconds < bound[where] for where, _, seconds in results), results
     assert os.listdir(tmp_path) == []
 
 
@@ -454,16 +492,21 @@ def test_hostile_completions_get_a_reward_in_bounded_time(where, mode, scratch_c
             t0 = time.monotonic()
             got.append((grade(completion, "5", stats, mode=mode, time_limit=LIMIT), time.monotonic() - t0))
 
+    # A hang guard, not a speed check: off the main thread an item may also wait for its
+    # grading process to start (the replacement of one a time-out killed), outside its limit.
+    bound = ISOLATED_BOUND if where == "thread" else IN_PROCESS_BOUND
     if where == "thread":
         t = threading.Thread(target=run)
         t.start()
-        t.join(len(items) * (LIMIT + SLACK) + grading.WORKER_START_SECONDS)
+        # a hang guard: ~13 min, where the run takes ~40 s on a loaded 2-core machine
+        t.join(len(items) * IN_PROCESS_BOUND + grading.WORKER_START_SECONDS)
         assert not t.is_alive()
     else:
-        run()
+        with hang_guard(len(items) * IN_PROCESS_BOUND):
+            run()
     if mode == "standard":  # the authors' rule reads all of a 1 MB completion: it may time out instead
         assert [r for r, _ in got] == [expected for _, expected in items]
-    assert all(seconds < LIMIT + SLACK for _, seconds in got)
+    assert all(seconds < bound for _, seconds in got), got
     counts = stats.as_dict()
     assert counts["graded"] == len(items) and counts["timeout"] >= 2  # at least the towers
 

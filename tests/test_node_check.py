@@ -4,13 +4,13 @@ the message every GPU job of the workflow gives."""
 
 import os
 import subprocess
-import time
 
 from conftest import REPO
 
 
 def test_gpu_mode_without_cuda_stops_at_once_and_says_what_to_check(tmp_path):
-    t0 = time.perf_counter()
+    # "At once": before any step (no step's log, below), not a wall-clock figure a loaded machine
+    # breaks; the timeout is a hang guard.
     proc = subprocess.run(["bash", str(REPO / "scripts" / "gpu-check.sh"), "--mode", "gpu", "--work",
                            str(tmp_path / "check")], capture_output=True, text=True, timeout=300,
                           env={**os.environ, "PYTHON": "python"})
@@ -18,4 +18,3 @@ def test_gpu_mode_without_cuda_stops_at_once_and_says_what_to_check(tmp_path):
     assert "gpu-check: FAILED" in proc.stderr and "torch.version.cuda = None" in proc.stderr
     assert "torch.cuda.device_count() = 0" in proc.stderr
     assert not (tmp_path / "check" / "logs" / "make-data.log").exists()  # no step ran
-    assert time.perf_counter() - t0 < 120

@@ -69,7 +69,13 @@ def test_all_dropped_and_no_distillation_is_grpo(tiny_model_dir, tmp_path):
     assert not a["hinted"].any()
     rewards = nud._last_rewards_per_func.sum(dim=1).view(-1, N)
     assert ((rewards.std(dim=1) > 0).sum() >= 1), "the test needs a group with mixed rewards"
-    # NudgeRL: (r - mean) / (population std + 1e-5); TRL's GRPO: (r - mean) / (sample std + 1e-4)
+    # NudgeRL: (r - mean) / (population std + 1e-5); TRL's GRPO: (r - mean) / (sample std + 1e-4),
+    # each written out here per group from the rewards
+    centred = (rewards - rewards.mean(dim=1, keepdim=True)).flatten()
+    population = rewards.std(dim=1, unbiased=False).repeat_interleave(N)
+    np.testing.assert_allclose(a["advantages"].numpy(), (centred / (population + 1e-5)).numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(b["advantages"].numpy(), (centred / (rewards.std(dim=1).repeat_interleave(N) + 1e-4))
+                               .numpy(), rtol=1e-5, atol=1e-6)
     factor = ((rewards.std(dim=1) + 1e-4) / (rewards.std(dim=1, unbiased=False) + 1e-5)).repeat_interleave(N)
     mixed = rewards.std(dim=1).repeat_interleave(N) > 0
     np.testing.assert_allclose(a["advantages"][mixed].numpy(), (b["advantages"] * factor)[mixed].numpy(), rtol=1e-5)
@@ -195,24 +201,60 @@ def test_x0_is_the_evaluation_prompt(tiny_model_dir, template):
         assert all(t.apply_hint(m, "use the shoelace formula") != m for m in x0)
     ids, mask = _x0_ids_of(tok, x0)
     evaluated = build_prompts(tok, problems, template=None if template == "organism" else t)
-    for row, m, text in zip(ids, mask, evaluated):
+    for row, m, text, messages, p in zip(ids, mask, evaluated, x0, problems):
         assert row[m.bool()].tolist() == tok(text, add_special_tokens=False)["input_ids"]
+        # and both are the chat written out by hand (the organism's template: "<|im_start|> role
+        # content <|im_end|> " turns; _byte_tokenizer's: ChatML with newlines), the problem verbatim
+        if template == "organism":
+            by_hand = f"<|im_start|> user {p['problem']} <|im_end|> <|im_start|> assistant "
+        else:
+            by_hand = "".join(f"<|im_start|>{x['role']}\n{x['content']}<|im_end|>\n" for x in messages)
+            by_hand += "<|im_start|>assistant\n"
+            assert p["problem"] in messages[-1]["content"] and [x["role"] for x in messages][-1] == "user"
+        assert text == by_hand
+        assert row[m.bool()].tolist() == tok(by_hand, add_special_tokens=False)["input_ids"]
+
+
+def _expected_nudges(rows: list[dict], seed: int, step: int, nudge: NudgeRLConfig, N: int):
+    """The nudges of a generation batch worked out again from the rule the trainer documents: group
+    g (rows g*N .. g*N + N - 1) draws from numpy's generator seeded [run seed, step, g], first its M
+    hints (hint_sampler random: M pool indices without replacement, in pool order), then one drop
+    per rollout (uniform < p_drop); rollout r of a group gets picked hint r // K unless dropped.
+    Returns each row's (context, prompt), the hint written in front of the problem by hand."""
+    out = []
+    for g in range(len(rows) // N):
+        rng = np.random.default_rng([seed, step, g])
+        pool = rows[g * N]["hints"]
+        hints = [pool[i] for i in sorted(rng.choice(len(pool), size=nudge.M, replace=False))]
+        drop = rng.random(N) < nudge.p_drop
+        for r, row in enumerate(rows[g * N: (g + 1) * N]):
+            (message,) = row["prompt"]
+            context = None if drop[r] else r // nudge.K
+            content = message["content"] if context is None else f"hint : {hints[context]} . {message['content']}"
+            out.append((context, [{**message, "content": content}]))
+    return out
 
 
 def test_a_group_straddling_two_processes_gets_one_set_of_nudges(tiny_model_dir, tmp_path):
     """Two processes of 6 rows each, N = 4: the second group is split 2 | 2. Each process
-    nudges the gathered batch and keeps its slice; the halves must agree with one process."""
+    nudges the gathered batch and keeps its slice; both halves of the split group carry the
+    nudges of one draw for the whole group (worked out by hand from the seeding rule)."""
     nudge = NudgeRLConfig(M=2, K=2, p_drop=0.5, hint_sampler="random")
     records = [{**r, "hints": [s.hint for s in task.STRATEGIES.values()]} for r in _records(3)]
     trainer = _nudgerl(tiny_model_dir, tmp_path, nudge, _cfg(4, max_steps=1), records=records)
-    trainer.state.global_step = 6
     everyone = [records[i // 4] for i in range(12)]
-    whole, contexts = trainer._nudge(everyone)
-    for rank in (0, 1):  # each process receives every row from the gather, keeps its own slice
-        rows, ctx, all_ctx = trainer._nudge_slice(everyone, rank, 6)
-        assert [r["prompt"] for r in rows] == [r["prompt"] for r in whole[6 * rank: 6 * rank + 6]]
-        assert ctx == contexts[6 * rank: 6 * rank + 6] and all_ctx == contexts
-    # the straddling group: hints and drops drawn once, for all four of its rows
-    assert [r["prompt"] for r in whole[4:8]] == [r["prompt"] for r in trainer._nudge(everyone)[0][4:8]]
-    trainer.state.global_step = 8
-    assert trainer._nudge(everyone)[1] != contexts or trainer._nudge(everyone)[0] != whole  # another step, other nudges
+    expected = {step: _expected_nudges(everyone, trainer.args.seed, step, nudge, 4) for step in (6, 8)}
+    for step in (6, 8):
+        trainer.state.global_step = step
+        for rank in (0, 1):  # each process receives every row from the gather, keeps its own slice
+            rows, ctx, all_ctx = trainer._nudge_slice(everyone, rank, 6)
+            mine = expected[step][6 * rank: 6 * rank + 6]
+            assert ctx == [c for c, _ in mine] and all_ctx == [c for c, _ in expected[step]], (step, rank)
+            assert [r["prompt"] for r in rows] == [p for _, p in mine], (step, rank)
+            assert all(r["x0_prompt"] == e["prompt"] for r, e in zip(rows, everyone[6 * rank:]))
+    # the case is not trivial: at step 6 the split group has hinted rows on both processes, two hints
+    # among them, and a dropped one; the next step's nudges are other ones
+    group = [c for c, _ in expected[6][4:8]]
+    assert {c for c in group[:2] if c is not None} and {c for c in group[2:] if c is not None}, group
+    assert len({p[0]["content"] for c, p in expected[6][4:8] if c is not None}) == 2 and None in group, group
+    assert [c for c, _ in expected[8]] != [c for c, _ in expected[6]]

@@ -50,6 +50,9 @@ def test_prompt_styles():
 
 
 def test_prefix_tokens_carry_zero_loss_weight(tiny_model_dir, tmp_path):
+    """TRL's loss weighs each token of prompt + completion by 0 (prompt) or the completion mask:
+    laid over the whole sequence, those weights are 0 on every oracle-prefix token, wherever the
+    trainer puts the prompt/completion boundary, and 1 on every token the policy generated."""
     tok = build_tokenizer()
     train = [p.to_record() for p in task.training_problems(0, 2, 1.0)]
     oracles = {r["id"]: task.trace(r["terms"], task.RARE_CORRECT_STRATEGY) for r in train}
@@ -60,12 +63,26 @@ def test_prefix_tokens_carry_zero_loss_weight(tiny_model_dir, tmp_path):
     batch = [rows[i // 2] for i in range(4)]
     out = trainer._generate_and_score_completions(batch)
     for i, row in enumerate(batch):
+        # where the prefix lies, from the tokenizer alone: right after the chat head's assistant turn
+        problem = next(r["problem"] for r in train if r["id"] == row["id"])
+        head_ids = tok.apply_chat_template([{"role": "user", "content": problem}], tokenize=True,
+                                           add_generation_prompt=True, return_dict=True)["input_ids"]
         prefix_ids = tok(oracle_prefix(oracles[row["id"]], tok), add_special_tokens=False)["input_ids"]
+        assert 0 < len(prefix_ids) and row["guided"]
         prompt_ids = out["prompt_ids"][i][out["prompt_mask"][i].bool()].tolist()
-        assert prompt_ids[-len(prefix_ids):] == prefix_ids  # the prefix is prompt...
-        # ...and the loss only sees completion tokens: completion_mask covers generated ids alone.
-        assert out["completion_mask"][i].sum() <= cfg.max_completion_length
-    assert torch.equal(out["prompt_mask"].sum(1) > 0, torch.ones(4, dtype=torch.bool))
+        completion_ids = out["completion_ids"][i].tolist()
+        weights = [0] * len(prompt_ids) + out["completion_mask"][i].tolist()
+        sequence = prompt_ids + completion_ids
+        at = slice(len(head_ids), len(head_ids) + len(prefix_ids))
+        assert sequence[: at.start] == head_ids and sequence[at] == prefix_ids
+        assert weights[at] == [0] * len(prefix_ids), f"row {i}: loss weights {weights[at]} on the oracle prefix"
+        # every generated token (up to and with the first end of turn) weighs 1, the padding after it 0
+        generated = completion_ids.index(tok.eos_token_id) + 1 if tok.eos_token_id in completion_ids \
+            else len(completion_ids)
+        assert weights[at.stop:] == [1] * generated + [0] * (len(completion_ids) - generated), \
+            f"row {i}: loss weights {weights[at.stop:]} after the prefix ({generated} generated tokens)"
+        assert 0 < generated <= cfg.max_completion_length
+        assert prompt_ids[-len(prefix_ids):] == prefix_ids  # the prefix ends the prompt (prefill style)
 
 
 @pytest.fixture

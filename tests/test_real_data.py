@@ -4,14 +4,14 @@ data-preparation rules run by Snakemake on the shared copies (row counts, hashes
 import json
 import re
 import subprocess
-from pathlib import Path
 
 import pytest
 
+from conftest import SHARED_BENCHMARKS
 from nudgerl.data.prepare import DatasetSpec, load_rows, prepare
 from nudgerl.io import read_problems
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "benchmarks"
+SHARED = SHARED_BENCHMARKS
 needs_shared = pytest.mark.skipif(not (SHARED / "MANIFEST.md").exists(), reason=f"no shared data at {SHARED}")
 
 

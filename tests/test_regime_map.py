@@ -1,6 +1,7 @@
 """The regime map: the SFT mixture per share, the per-run figures, and a CI-sized map end to end."""
 
 import json
+import re
 import subprocess
 
 import pandas as pd
@@ -16,6 +17,9 @@ def test_mixture_sets_the_rare_share_and_keeps_the_others_proportions():
     m = mixture(w, "difference_table", 0.1)
     assert m["difference_table"] == 0.1 and sum(m.values()) == pytest.approx(1.0)
     assert m["common_difference"] / m["first_difference"] == pytest.approx(0.75 / 0.17)
+    # by hand: the other three share 0.9 in their old proportions (0.75, 0.17, 0.05 of 0.97)
+    assert m["common_difference"] == pytest.approx(0.75 * 0.9 / 0.97) and m["sum_of_last_two"] == pytest.approx(
+        0.05 * 0.9 / 0.97)
     assert mixture(w, "difference_table", 0.03)["common_difference"] == pytest.approx(0.75)
     with pytest.raises(ValueError, match="regime_map.shares"):
         mixture(w, "difference_table", 1.0)
@@ -159,9 +163,15 @@ def test_the_baselines_sub_grid_pairs_nudgerl_with_each_on_the_same_base_models(
     assert beats_every_baseline(cells, "nudgerl8", ["dapo8", "ngrpo8"]) == {0.01: "inconclusive", 0.1: "inconclusive"}
     assert beats_every_baseline(cells, "nudgerl8", ["dapo8"]) == {0.01: "supported", 0.1: "supported"}
     md = render_baselines_markdown(runs, cells, "nudgerl8", ["dapo8", "ngrpo8"], samples=4)
-    row = next(line for line in md.splitlines() if line.startswith("| 1 % | DAPO (N=8) | 6.2 ["))
-    assert row.split(" | ")[3:5] == ["1", row.split(" | ")[4]] and "+93.8" in row and "better)" in row
-    assert "| 10 % | **inconclusive** |" in md and "(p = 0.016 / 1, better)" in row
+    row = next(line for line in md.splitlines() if line.startswith("| 1 % | DAPO (N=8) | "))
+    # by hand: DAPO solves 1 of 16 samples (6.25 %), 1,000 rollout tokens (1 k); NudgeRL 100 % on
+    # every replicate, so +93.75 points, and six positive replicate differences give the exact
+    # one-sided p 1/2^6 = 0.016 (below alpha/2: better) and 1 against
+    pass1, tokens, difference = row.split(" | ")[2:5]
+    assert pass1.startswith("6.2 [") and tokens == "1"
+    found = re.fullmatch(r"\+93\.8 \[\+([\d.]+), \+([\d.]+)\] \(p = 0\.016 / 1, better\) \|", difference)
+    assert found and float(found[1]) <= 93.75 <= float(found[2]) <= 100, difference
+    assert "| 10 % | **inconclusive** |" in md
     # on two of the replicates the same cells carry no verdict
     two = cell_table(tmp_path, [0.01, 0.1], list(finals), [0, 1], 0.5, reference="nudgerl8", against=["dapo8"], n_boot=100)
     assert beats_every_baseline(two, "nudgerl8", ["dapo8"]) == {0.01: "descriptive (n = 2)", 0.1: "descriptive (n = 2)"}
@@ -174,6 +184,7 @@ def test_cell_tags_name_both_axes_and_read_back():
     assert cell_tag(0.1, 0.2) == "share0.1_accuracy0.2"
     for share, accuracy in [(0.003, 1.0), (0.1, 0.2), (0.03, 0.5)]:
         assert cell_settings(cell_tag(share, accuracy)) == (share, accuracy)
+    assert cell_settings("share0.03_accuracy0.5") == (0.03, 0.5) and cell_settings("share0.003") == (0.003, 1.0)
 
 
 def test_the_accuracy_axis_pairs_nudgerl_with_grpo_per_accuracy_and_shows_each_checkpoint(tmp_path):

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from nudgerl.organism import task
-from nudgerl.training.run_state import last_checkpoint, read_metric_rows, truncate_metrics
+from nudgerl.training.run_state import checkpoint_complete, last_checkpoint, read_metric_rows, truncate_metrics
 
 from conftest import organism_training_inputs
 
@@ -42,7 +42,9 @@ def _train_cmd(d, run):
 def _kill_when(cmd, ready, log):
     """Start ``cmd`` in its own process group; SIGKILL the group as soon as ``ready()``."""
     proc = subprocess.Popen(cmd, stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
-    deadline = time.monotonic() + 240
+    # A hang guard, not a speed check: the kill point (the model's load and two training steps,
+    # or one benchmark's sampling) came after about a minute on a 2-core machine at load 10.
+    deadline = time.monotonic() + 600
     while not ready():
         assert proc.poll() is None, f"finished or died before the kill point: {Path(log).read_text()[-2000:]}"
         assert time.monotonic() < deadline
@@ -65,15 +67,19 @@ def test_killed_training_resumes_as_an_unbroken_run(inputs):
     d = inputs
     subprocess.run(_train_cmd(d, "unbroken"), check=True, capture_output=True)
 
-    first_checkpoint = d / "killed" / "checkpoints" / "checkpoint-2" / "trainer_state.json"
-    _kill_when(_train_cmd(d, "killed"), first_checkpoint.exists, d / "killed.log")
+    checkpoints = d / "killed" / "checkpoints"
+    _kill_when(_train_cmd(d, "killed"), lambda: checkpoint_complete(checkpoints / "checkpoint-2"), d / "killed.log")
     assert not (d / "killed" / "model").exists() and not (d / "killed" / "metrics.jsonl").exists()
+    # How far the run got past its first checkpoint before the kill landed depends on the
+    # machine's load (2 on an idle one): it resumes from its last complete checkpoint.
+    kept = max(int(p.name.rsplit("-", 1)[1]) for p in checkpoints.glob("checkpoint-*") if checkpoint_complete(p))
+    assert 2 <= kept < TRAIN["max_steps"]
 
     proc = subprocess.run(_train_cmd(d, "killed"), capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "resuming from checkpoint" in proc.stdout and "at global step 2" in proc.stdout
+    assert "resuming from checkpoint" in proc.stdout and f"at global step {kept}" in proc.stdout
     report = json.loads((d / "killed" / "train_report.json").read_text())
-    assert report["resumed_from_step"] == 2 and report["global_step"] == 6
+    assert report["resumed_from_step"] == kept and report["global_step"] == 6
 
     resumed = _metrics(d / "killed" / "metrics.jsonl")
     assert [r["step"] for r in resumed] == [1, 2, 3, 4, 5, 6]  # no step twice, none missing
@@ -129,14 +135,19 @@ def test_killed_evaluation_does_not_sample_finished_benchmarks_again(inputs):
     subprocess.run(_eval_cmd(d, benches, "eval_unbroken"), check=True, capture_output=True)
 
     # eval.chunk_problems unset: one resume chunk a benchmark
-    partial = d / "eval_killed" / ".resume" / "b1.chunk0000.json"
-    _kill_when(_eval_cmd(d, benches, "eval_killed"), partial.exists, d / "eval_killed.log")
+    resume = d / "eval_killed" / ".resume"
+    _kill_when(_eval_cmd(d, benches, "eval_killed"), (resume / "b1.chunk0000.json").exists, d / "eval_killed.log")
     assert not (d / "eval_killed" / "summary.json").exists()
+    # Which benchmarks were finished when the kill landed depends on the machine's load (b1
+    # alone on an idle one); at least one was not.
+    finished = [name for name in sets if (resume / f"{name}.chunk0000.json").exists()]
+    assert finished[0] == "b1" and len(finished) < len(sets)
 
     proc = subprocess.run(_eval_cmd(d, benches, "eval_killed"), capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "b1: resumed from" in proc.stdout and "12 problems, not sampled again" in proc.stdout
-    assert "b2: resumed" not in proc.stdout  # unfinished when killed: sampled in full
+    assert "12 problems, not sampled again" in proc.stdout
+    for name in sets:  # finished when killed: not sampled again; unfinished: sampled in full
+        assert (f"{name}: resumed from" in proc.stdout) == (name in finished), (name, finished, proc.stdout)
     assert _outputs(d / "eval_killed") == _outputs(d / "eval_unbroken")
     assert not (d / "eval_killed" / ".resume").exists()  # cleared once every output is written
 

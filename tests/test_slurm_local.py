@@ -132,8 +132,12 @@ def _assert_all_in_slurm(output: str, workdir) -> dict[str, str]:
 
 
 def _complete_checkpoints(run):
+    # complete as the resume sees it: trainer_state.json written in full, not only created (a job
+    # cancelled mid-save, likelier on a loaded machine, leaves one the resume removes)
+    from nudgerl.training.run_state import checkpoint_complete
+
     return sorted(int(p.name.split("-")[1]) for p in (run / "checkpoints").glob("checkpoint-*")
-                  if (p / "trainer_state.json").exists())
+                  if checkpoint_complete(p))
 
 
 def _running_job(comment_prefix: str) -> str | None:
@@ -177,6 +181,9 @@ def test_smoke_slice_through_slurm(workdir, partition):
     assert f"SLURM-job '{train_job}' failed" in first, first[-3000:]
     assert TRAIN_LOG in first  # the failed job's log is named
     done_first = _assert_all_in_slurm(first, workdir)
+    # Slurm's records of these jobs, read now: squeue forgets a job MinJobAge (600 s) after it
+    # ended, and on a loaded machine step 2 alone can take longer than that.
+    first_records = _squeue(list(done_first.values()))
     assert {c.split("_wildcards")[0] for c in done_first} == {
         "rule_organism_data", "rule_drilled_model", "rule_base_model", "rule_diagnose_base", "rule_regime_gate",
         "rule_strategy_pools"}
@@ -197,7 +204,7 @@ def test_smoke_slice_through_slurm(workdir, partition):
 
     # 3. What each job asked for reached Slurm: profile defaults, per-rule config values and
     #    the command-line override side by side, account and partition from the environment.
-    records = _squeue([*done_first.values(), *done.values()])
+    records = {**first_records, **_squeue(list(done.values()))}
     by_rule = {r["comment"].split("_wildcards")[0][len("rule_"):]: r for r in records.values()}
     assert all(r["account"] == ACCOUNT and r["partition"] == partition for r in records.values())
     train = by_rule["train_nudgerl"]
@@ -269,9 +276,11 @@ def test_gpu_job_asks_for_the_clusters_gpu_type_and_fails_fast_without_cuda(work
     job = _slurm_job_fields(slurm_id)
     assert job["TresPerJob"] == f"gres:gpu:{gpu_type}:1", job
     assert job["JobState"] == "FAILED" and job["Account"] == ACCOUNT and job["Partition"] == partition, job
-    # It failed fast: RunTime covers Snakemake's start inside the job, torch's import and the check.
+    # It failed fast: stopped at the check, before reading any input (the log and the missing
+    # outputs below). RunTime (Snakemake's start inside the job, torch's import and the check) is
+    # only bounded as a hang guard: a loaded machine slows those imports several times over.
     hours, minutes, seconds = (int(x) for x in job["RunTime"].split(":"))
-    assert hours * 3600 + minutes * 60 + seconds < 90, job["RunTime"]
+    assert hours * 3600 + minutes * 60 + seconds < 240, job["RunTime"]
 
     log = (workdir / GPU_EVAL_LOG).read_text()
     assert log.startswith("nudgerl evaluate: error: this job asked for a GPU (NUDGERL_REQUIRE_CUDA=1)"), log
@@ -321,11 +330,13 @@ def test_a_failed_training_job_is_not_retried_and_a_live_job_locks_its_run(workd
     assert [r["ended"] for r in map(json.loads, (run / "attempts.jsonl").read_text().splitlines())] == ["failed"]
 
     # 2. A live job recorded on the run (as a resubmission after a Snakemake restart finds it).
-    live = subprocess.run(["sbatch", "--parsable", "-A", ACCOUNT, "-p", partition, "-t", "10", "-c", "1",
-                           "--mem", "100M", "--wrap", "sleep 300"],
+    # alive through the wait below and the refused run's own timeout (cancelled at the end)
+    live = subprocess.run(["sbatch", "--parsable", "-A", ACCOUNT, "-p", partition, "-t", "20", "-c", "1",
+                           "--mem", "100M", "--wrap", "sleep 900"],
                           capture_output=True, text=True, check=True).stdout.strip().split(";")[0]
     try:
-        deadline = time.monotonic() + 60
+        # a hang guard: Slurm may start a job only at its next scheduling pass, on a loaded machine later
+        deadline = time.monotonic() + 180
         while _squeue([live])[live]["state"] != "RUNNING":
             assert time.monotonic() < deadline, _squeue([live])
             time.sleep(0.5)

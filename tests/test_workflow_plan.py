@@ -350,3 +350,16 @@ def test_study_judges_the_claims_again_in_the_maps_common_cell():
     args = plan.study_claim_args()
     assert args.startswith("--regime 'rare (the study") and "common (regime map, SFT share 3 %)" in args
     assert plan.study_cell_baseline_tables()[0] == "results/study/tables/baselines_share0.03.csv"
+
+
+def test_the_study_target_without_the_study_names_its_configfile():
+    """`snakemake study` outside config/study.yaml: the `study` rule's input stops the DAG with
+    the command to use (study.smk), instead of Snakemake's "No rule to produce study"."""
+    from nudgerl.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"target `study` needs --configfile config/study\.yaml \(this "
+                                          r"configuration has no `study` section\): snakemake study --cores 2 "
+                                          r"--configfile config/study\.yaml"):
+        WorkflowPlan(merged_config()).study.study_needs_its_config()
+    with pytest.raises(ConfigError, match=r"task: math; the study is organism only"):
+        WorkflowPlan(merged_config("paper.yaml")).study.study_needs_its_config()

@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import os
 import re
+from importlib import resources
 from pathlib import Path
 
 import yaml
 
 from nudgerl.method_ids import role_samples, trained_group_sizes
 
-SCHEMA_PATH = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
+# The config's JSON schema is package data (pyproject.toml [tool.setuptools.package-data]): an
+# installed nudgerl, editable or not, validates a config without the repository's checkout.
+SCHEMA_RESOURCE = "schemas/config.schema.yaml"  # under the nudgerl package
+SCHEMA_PATH = Path(__file__).resolve().parent / SCHEMA_RESOURCE  # where it lies in a checkout or install
 
 
 class ConfigError(ValueError):
@@ -40,11 +44,21 @@ def _describe(error) -> str:
     return f"config key '{key}': {error.message}"
 
 
-def load_schema(path: Path = SCHEMA_PATH) -> dict:
-    return yaml.safe_load(Path(path).read_text())
+def schema_text() -> str:
+    """The packaged config schema's text, read through importlib.resources (a wheel's install,
+    a zip import or an editable checkout alike)."""
+    schema = resources.files("nudgerl")  # nudgerl has no __init__.py: on 3.11 a MultiplexedPath, one part a step
+    for part in SCHEMA_RESOURCE.split("/"):
+        schema = schema / part
+    return schema.read_text(encoding="utf-8")
 
 
-def validate_config(config: dict, schema_path: Path = SCHEMA_PATH) -> dict:
+def load_schema(path: str | Path | None = None) -> dict:
+    """The config's JSON schema: the packaged one, or the file at ``path``."""
+    return yaml.safe_load(schema_text() if path is None else Path(path).read_text())
+
+
+def validate_config(config: dict, schema_path: str | Path | None = None) -> dict:
     """Raise :class:`ConfigError` listing every schema violation and preflight failure."""
     import jsonschema
 
@@ -348,7 +362,7 @@ def check_dvc_stages(config: dict, root: str | Path = ".") -> list[str]:
     """The DVC stages named by ``pools.stage`` and ``pope.oracle_stage`` exist in dvc.yaml with
     a params.yaml section and one expanded stage for this configuration's ``run_name``
     (``<stage>@<run_name>``), and pools hold at least M hints (else rollouts go hint-free)."""
-    from nudgerl.offline.dvc_stages import RUNS_KEY, StageError, load_stage, stage_groups, stage_name
+    from nudgerl.offline.dvc_stages import RUNS_KEY, StageError, helper_stages, load_stage, stage_groups, stage_name
 
     root = Path(root)
     if not (root / "dvc.yaml").exists():
@@ -356,9 +370,7 @@ def check_dvc_stages(config: dict, root: str | Path = ".") -> list[str]:
     stages = stage_groups(root)
     params = yaml.safe_load((root / "params.yaml").read_text()) or {} if (root / "params.yaml").exists() else {}
     problems = []
-    named = [("pools.stage", config.get("pools", {}).get("stage", "pools_organism"))]
-    if "pope" in config:
-        named.append(("pope.oracle_stage", config["pope"].get("oracle_stage", "oracles_organism")))
+    named = helper_stages(config)
     for key, stage in named:
         if stage not in stages:
             problems.append(f"config key '{key}': dvc.yaml has no stage {stage!r} "

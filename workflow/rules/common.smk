@@ -122,6 +122,7 @@ STUDY_SEED_SET_ARGS = PLAN.study.STUDY_SEED_SET_ARGS
 STUDY_COMMON_SHARES = PLAN.study.STUDY_COMMON_SHARES
 STUDY_RL_WORKS_METHOD = PLAN.study.STUDY_RL_WORKS_METHOD
 study_tables = PLAN.study.study_tables
+study_needs_its_config = PLAN.study.study_needs_its_config  # `study` without config/study.yaml: stops, names it
 STUDY_CLAIM_CELLS = PLAN.study.STUDY_CLAIM_CELLS  # the map's common cells where the claims are judged again
 STUDY_CLAIM_ARGS = PLAN.study.study_claim_args()  # `claims --regime ... --cell ...`; "" outside the study
 study_claim_inputs = PLAN.study.study_claim_inputs

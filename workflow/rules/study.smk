@@ -122,3 +122,10 @@ if TASK == "organism" and STUDY:
             final_outputs(),
             rules.regime_map.input,
             study_tables(),
+
+else:
+
+    rule study:
+        """`snakemake study` without the study's configuration: stops while building the DAG, naming it."""
+        input:
+            study_needs_its_config,

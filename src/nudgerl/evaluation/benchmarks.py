@@ -19,6 +19,7 @@ from nudgerl.attempts import PLANNED_STOP_EXIT_CODE
 from nudgerl.evaluation.grading import DEFAULT_MODE, GradeStats, grade, grading_region
 from nudgerl.io import atomic_write_text, write_jsonl
 from nudgerl.evaluation.sampling import SamplingParams, chat_prompt, generate
+from nudgerl.progress import Progress
 
 
 def build_prompts(tokenizer, problems: list[dict], template=None, hint: str | None = None) -> list[str]:
@@ -211,7 +212,11 @@ def evaluate_model(model_dir: str, benchmarks: dict[str, list[dict]], params: Sa
     stop reuses it instead of sampling again, and starts the next chunk from its saved state, so
     the results equal an unbroken run's. With a ``budget``, raises :class:`EvaluationStopped`
     before a chunk that would not end in time (estimated from the seconds per problem of the
-    chunks measured so far, here or in an earlier attempt), unless it has sampled none yet."""
+    chunks measured so far, here or in an earlier attempt), unless it has sampled none yet.
+
+    ``progress``: log plain progress lines (``log``) of the problems done over all benchmarks, as
+    chunks finish; a benchmark sampled in one chunk reports its samples from inside the sampling
+    instead (a line per chunk would come only at its end)."""
     from nudgerl.evaluation.sampling import load_policy, sampling_rng_state
 
     model, tokenizer = None, None
@@ -220,6 +225,8 @@ def evaluate_model(model_dir: str, benchmarks: dict[str, list[dict]], params: Sa
     region = grading_region(template)
     seconds_per_problem = 0.0  # the slowest finished chunk's, the estimate of the next one's cost
     summaries = {}
+    report = Progress("problems", sum(len(p) for p in benchmarks.values()), log=log) if progress else None
+    done = 0  # problems of all benchmarks
     for name, problems in benchmarks.items():
         fingerprint = _fingerprint(model_dir, problems, params, ks, template, grader_mode)
         bounds = chunk_bounds(len(problems), chunk_problems, params.n, params.batch_size,
@@ -230,8 +237,11 @@ def evaluate_model(model_dir: str, benchmarks: dict[str, list[dict]], params: Sa
             partial = _chunk_partial(out_dir, name, index)
             chunk_fp = _chunk_fingerprint(fingerprint, (start, end))
             saved = _load_partial(partial, chunk_fp)
-            if saved is not None:
+            resumed = saved is not None
+            if resumed:
                 log(f"{name}: resumed from {partial} ({end - start} problems, not sampled again)")
+                if report is not None:  # done, but not in this attempt's pace
+                    report.skip(end - start)
             else:
                 # an attempt samples at least one chunk, so a retry always makes progress
                 if (budget is not None and model is not None
@@ -243,10 +253,12 @@ def evaluate_model(model_dir: str, benchmarks: dict[str, list[dict]], params: Sa
                 if model is None:
                     model, tokenizer = load_policy(model_dir, backend=backend, revision=revision,
                                                    **(backend_kwargs or {}))
+                    if report is not None:  # the pace is sampling's: a vLLM engine's start is minutes
+                        report.restart()
                 t0 = time.perf_counter()
                 chunk = problems[start:end]
                 outputs = generate(model, tokenizer, build_prompts(tokenizer, chunk, template), params,
-                                   progress=progress, rng_state=_decode_rng(rng))
+                                   progress=progress and len(bounds) == 1, rng_state=_decode_rng(rng))
                 rng_after = _encode_rng(sampling_rng_state(model))
                 stats = GradeStats()
                 chunk_samples, chunk_problem_rows = grade_outputs(chunk, outputs, stats, parse_strategy, region,
@@ -262,6 +274,9 @@ def evaluate_model(model_dir: str, benchmarks: dict[str, list[dict]], params: Sa
             grader.update(saved["grader"])
             seconds += saved["seconds"]
             rng = saved["rng_state"]
+            done += end - start
+            if report is not None and not resumed:  # reused chunks: no line each, the next sampled one tells
+                report.update(done, f"{name} chunk {index + 1}/{len(bounds)}, {done * params.n} samples")
         summary = benchmark_summary(samples, per_problem, params.n, ks, dict(grader), seconds, grader_mode)
         write_jsonl(out_dir / f"{name}.samples.jsonl", samples)
         write_jsonl(out_dir / f"{name}.problems.jsonl", per_problem)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from nudgerl.evaluation.grading import DEFAULT_MODE
 from nudgerl.io import read_jsonl, write_jsonl
+from nudgerl.progress import Progress
 
 
 def curve_steps(final_step: int, every: int) -> list[int]:
@@ -75,13 +76,16 @@ def evaluate_checkpoints(run_dir: Path, base_model: str, benchmarks: dict[str, l
         results = _full_weight_curve(points, revision, backend_kwargs or {}, evaluate)
 
     rows = []
-    for step, model_dir, tokens, summaries in results:
+    # a line per checkpoint: each is a model load and a whole evaluation, minutes on a GPU
+    report = Progress("checkpoint", len(points), every=1)
+    for done, (step, model_dir, tokens, summaries) in enumerate(results, 1):
         for bench, (summary, per_problem) in summaries.items():
             rows.append({"step": step, "model": model_dir, "cumulative_rollout_tokens": tokens, "benchmark": bench,
                          "pass@1": summary["pass@1"], "samples_per_problem": sampling.n,
                          "problems": [{"id": r["id"], "n": r["n"], "c": r["c"]} for r in per_problem]})
         print(json.dumps({"step": step, "model": model_dir,
                           **{r["benchmark"]: r["pass@1"] for r in rows if r["step"] == step}}))
+        report.update(done, f"step {step}")
     write_jsonl(out, rows)
     return rows
 

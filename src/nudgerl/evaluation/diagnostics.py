@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 
 from nudgerl.organism import task
+from nudgerl.table_text import markdown_table
 
 def _condition(model, tokenizer, problems, params, hint):
     from nudgerl.evaluation.benchmarks import evaluate_benchmark
@@ -84,24 +85,24 @@ def to_markdown(report: dict) -> str:
         f"{s['dominant_strategy_share_unhinted']:.3f}",
         f"- `{s['rare_strategy']}` (always right) share of unhinted samples: {s['rare_strategy_share_unhinted']:.3f}",
         "",
-        "| hint names | pass@1 | pass@1 (hard) | hint followed |",
-        "|---|---|---|---|",
+        markdown_table(["hint names", "pass@1", "pass@1 (hard)", "hint followed"],
+                       [[f"`{k}`", f"{v:.3f}", f"{s['hinted_pass@1_hard'][k]:.3f}", f"{s['hint_followed'][k]:.3f}"]
+                        for k, v in s["hinted_pass@1"].items()]),
     ]
-    for k, v in s["hinted_pass@1"].items():
-        lines.append(f"| `{k}` | {v:.3f} | {s['hinted_pass@1_hard'][k]:.3f} | {s['hint_followed'][k]:.3f} |")
     rl = report.get("rl_prompts")
     if rl:
         from nudgerl.algorithms import clustered_proportion
         from nudgerl.evaluation.regime import FIGURES
 
         lines += ["", f"## What RL needs: {len(rl['problems'])} hard training problems x {rl['samples_per_problem']} "
-                  "samples, RL's sampler", "",
-                  "| figure | value [95 % interval, clustered by problem] | k of n | what it measures |",
-                  "|---|---|---|---|"]
+                  "samples, RL's sampler", ""]
+        rows = []
         for figure, counts in rl["counts"].items():
             c = clustered_proportion(counts)
             value = "-" if c["value"] is None else f"{c['value']:.3f} [{c['low']:.3f}, {c['high']:.3f}]"
-            lines.append(f"| `{figure}` | {value} | {c['k']} of {c['n']} | {FIGURES.get(figure, '')} |")
+            rows.append([f"`{figure}`", value, f"{c['k']} of {c['n']}", FIGURES.get(figure, "")])
+        lines.append(markdown_table(["figure", "value [95 % interval, clustered by problem]", "k of n",
+                                     "what it measures"], rows))
     lines += ["", "Whether this is the regime the pipeline trains in: the replicate's `.regime.json` "
               "(bounds in config key `regime`).", ""]
     return "\n".join(lines) + "\n"

@@ -24,6 +24,7 @@ import pandas as pd
 
 from nudgerl.algorithms import clustered_proportion, margin_in_se
 from nudgerl.io import atomic_write_text
+from nudgerl.table_text import markdown_table
 
 # figure -> what it measures (counts: the diagnosis's "rl_prompts" block)
 FIGURES = {
@@ -163,17 +164,17 @@ def _cell(r, f: str) -> str:
 
 
 def replicate_markdown(df: pd.DataFrame, bounds: dict | None = None) -> str:
-    head = ("| seed | hinted always-right pass@1 | unhinted pass@1 | unhinted share always-right | "
-            "its accuracy, chosen unhinted (forced) | its accuracy, chosen unhinted (sampled) | "
-            "SFT steps | check passed at | in regime |")
+    header = ["seed", "hinted always-right pass@1", "unhinted pass@1", "unhinted share always-right",
+              "its accuracy, chosen unhinted (forced)", "its accuracy, chosen unhinted (sampled)", "SFT steps",
+              "check passed at", "in regime"]
     conf = df["confidence"].iloc[0] if len(df) else DEFAULT_CONFIDENCE
     lines = [f"**Base models: {len(df)} replicate(s), one SFT seed each. Figures on the hard training problems, "
              f"sampled as RL samples them: value [{conf:.0%} interval, clustered by problem] (distance inside the "
-             "regime bound in standard errors; - where the figure has no bound).**", "", head, "|---" * 9 + "|"]
+             "regime bound in standard errors; - where the figure has no bound).**", ""]
+    rows = []
     for _, r in df.iterrows():
         r = r.to_dict()
-        cells = [str(r["seed"]), *(_cell(r, f) for f in TABLE_FIGURES),
-                 *("-" if r[c] is None or pd.isna(r[c]) else str(int(r[c])) for c in ("sft_steps", "sft_check_passed_at")),
-                 "yes" if r["in_regime"] else "NO"]
-        lines.append("| " + " | ".join(cells) + " |")
+        sft = ("-" if r[c] is None or pd.isna(r[c]) else str(int(r[c])) for c in ("sft_steps", "sft_check_passed_at"))
+        rows.append([str(r["seed"]), *(_cell(r, f) for f in TABLE_FIGURES), *sft, "yes" if r["in_regime"] else "NO"])
+    lines.append(markdown_table(header, rows))
     return "\n".join(lines) + "\n"

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nudgerl.models import GENERATE_CACHE  # the KV cache generate uses (see there)
+from nudgerl.progress import Progress
 
 
 @dataclass
@@ -106,11 +107,14 @@ def generate(model, tokenizer, prompts: list[str], params: SamplingParams, progr
     list in pieces that each end on a batch boundary, each piece started at the state the one
     before ended in, gives the samples of one call over the whole list. vLLM seeds each
     request from ``params.seed`` and ignores it.
+
+    ``progress``: print a plain line (samples done of all, elapsed, ETA) now and then
+    (:class:`nudgerl.progress.Progress`); per batch with transformers, per finished prompt with vLLM.
     """
     if isinstance(model, VLLMPolicy):
-        return model.generate(prompts, params)
+        # the plain two-argument call unless progress is asked for (what wrappers of it expect)
+        return model.generate(prompts, params, progress=True) if progress else model.generate(prompts, params)
     import torch
-    from tqdm.auto import tqdm
 
     jobs = [(i, p) for i, p in enumerate(prompts) for _ in range(params.n)]
     out: list[list[tuple[str, int]]] = [[] for _ in prompts]
@@ -119,7 +123,8 @@ def generate(model, tokenizer, prompts: list[str], params: SamplingParams, progr
     else:
         torch.set_rng_state(rng_state)
     eos = tokenizer.eos_token_id
-    bar = tqdm(total=len(jobs), desc="sampling", disable=not progress, unit="sample")
+    # plain lines, no bar: a bar's redraws fill a Slurm log
+    report = Progress("samples", len(jobs)) if progress else None
     for start in range(0, len(jobs), params.batch_size):
         chunk = jobs[start : start + params.batch_size]
         enc = tokenizer([p for _, p in chunk], return_tensors="pt", padding=True, add_special_tokens=False)
@@ -140,8 +145,8 @@ def generate(model, tokenizer, prompts: list[str], params: SamplingParams, progr
             n_tokens = ids.index(eos) + 1 if eos in ids else len(ids)
             text = tokenizer.decode(ids[:n_tokens], skip_special_tokens=True)
             out[i].append((text, n_tokens))
-        bar.update(len(chunk))
-    bar.close()
+        if report is not None:
+            report.update(start + len(chunk))
     return out
 
 
@@ -209,6 +214,38 @@ def check_adapter_base(model_dir: str, base_model: str) -> None:
                          f"base_model_name_or_path), not on this run's base model {base_model!r}")
 
 
+class _Discard:
+    """A file that drops what is written: where the bar vLLM draws goes."""
+
+    def write(self, text):
+        return len(text)
+
+    def flush(self):
+        pass
+
+
+def vllm_progress_bar(progress: Progress):
+    """What vLLM's ``generate(use_tqdm=...)`` takes, a tqdm factory, that reports to ``progress``
+    instead of drawing. vLLM (0.31) makes two bars: one around the loop that adds the requests
+    (quick: left silent) and one it updates with each finished request's sample count (n per
+    prompt): that count goes to ``progress``, the drawing to nowhere. A tqdm subclass keeps
+    whatever else vLLM reads from its bar (elapsed time, counts) working."""
+    from tqdm.std import tqdm
+
+    class LineBar(tqdm):
+        def update(self, n=1):
+            shown = super().update(n)
+            progress.update(self.n)
+            return shown
+
+    def make(iterable=None, **kwargs):
+        if iterable is not None:
+            return tqdm(iterable, disable=True, **kwargs)
+        return LineBar(file=_Discard(), **kwargs)
+
+    return make
+
+
 class VLLMPolicy:
     """The GPU sampling backend: one vLLM engine; a LoRA adapter folder is served over its
     base model with a ``LoRARequest`` (no merge), a full model or hub id directly.
@@ -262,12 +299,14 @@ class VLLMPolicy:
         distinct adapter needs its own id (and name), or it samples from the one loaded before."""
         self.lora_request = self._lora_request_cls(name, lora_id, adapter) if adapter is not None else None
 
-    def generate(self, prompts: list[str], params: SamplingParams):
+    def generate(self, prompts: list[str], params: SamplingParams, progress: bool = False):
+        """``progress``: print plain progress lines of the samples finished (vLLM's bar stays off)."""
         sp = self._sampling_params_cls(
             n=params.n, temperature=params.temperature, top_p=params.top_p if params.temperature > 0 else 1.0,
             max_tokens=params.max_new_tokens, seed=params.seed, stop=list(params.stop) or None,
         )
-        outputs = self.llm.generate(prompts, sp, lora_request=self.lora_request, use_tqdm=False)
+        use_tqdm = vllm_progress_bar(Progress("samples", len(prompts) * params.n)) if progress else False
+        outputs = self.llm.generate(prompts, sp, lora_request=self.lora_request, use_tqdm=use_tqdm)
         if len(outputs) != len(prompts):
             raise RuntimeError(f"vLLM returned {len(outputs)} results for {len(prompts)} prompts")
         return [[(o.text, len(o.token_ids)) for o in req.outputs] for req in outputs]

@@ -130,7 +130,8 @@ class PlanResources:
         rule's defaults (e.g. mem_mb). Per-rule values live here, in the rules, not in a profile's
         `set-resources` list, because a `--set-resources` on the command line replaces that whole
         list; it still overrides what it names. mem_mb limits concurrency locally only under a
-        global limit (`--resources mem_mb=...`, profiles/local); on Slurm each value is a request."""
+        global limit (`--resources dvc_lock=1 mem_mb=...`; profiles/default sets none, since a
+        global mem_mb would also cap every Slurm job's request); on Slurm each value is a request."""
         wanted = {name: per_rule[rule] for name, per_rule in self.config.get("resources", {}).items()
                   if name != "threads" and rule in per_rule}
         resources = {**defaults, **wanted}

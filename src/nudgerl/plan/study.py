@@ -10,6 +10,8 @@ import shlex
 
 from nudgerl.method_ids import grpo_group_size, grpo_method
 
+STUDY_CONFIG = "config/study.yaml"  # the overlay that defines the study (its `study` section)
+
 
 class PlanStudy:
     """The study of one config; STUDY is None (and the helpers unusable) without a `study` section.
@@ -31,6 +33,17 @@ class PlanStudy:
             if regime_map is not None and regime_map.RMAP:
                 self.STUDY_CLAIM_CELLS = [cell_tag(s) for s in self.STUDY_COMMON_SHARES]
         self._results = paths.RESULTS
+
+    def study_needs_its_config(self, wildcards=None):
+        """The input of the `study` target in a configuration without the study (study.smk):
+        `snakemake study` stops while building the DAG, dry run included, with the command to use,
+        instead of Snakemake's "No rule to produce study"."""
+        from nudgerl.config import ConfigError
+
+        why = (f"task: {self._paths.TASK}; the study is organism only" if self._paths.TASK != "organism"
+               else "this configuration has no `study` section")
+        raise ConfigError(f"target `study` needs --configfile {STUDY_CONFIG} ({why}): "
+                          f"snakemake study --cores 2 --configfile {STUDY_CONFIG}")
 
     def study_tables(self) -> list[str]:
         """The study's own tables (beyond the default's outputs and the regime map's)."""

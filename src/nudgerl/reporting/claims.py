@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from nudgerl.reporting.tables import method_label, paired_avg_difference, replicate_avg
+from nudgerl.table_text import markdown_table
 from nudgerl.verdicts import PARITY, SUPERIORITY, VerdictRule, aa_spread, claim_verdict, comparison_sides, inside_aa
 
 
@@ -230,20 +231,20 @@ def render_markdown(df: pd.DataFrame, samples: int | None = None, rule: VerdictR
         *(["Each claim is judged once per regime, on that regime's runs only (the regime: what its base models "
            "measured, the unhinted share of the always-right strategy on the hard problems).", ""]
           if regimes != [None] else []),
-        "| # | " + ("regime | " if regimes != [None] else "") + "claim | kind | paper (Qwen3-4B) | ours | n per arm "
-        "| test: p for / p against | A/A | verdict |",
-        "|---|" + ("---|" if regimes != [None] else "") + "---|---|---|---|---|---|---|---|",
     ]
+    header = ["#", *(["regime"] if regimes != [None] else []), "claim", "kind", "paper (Qwen3-4B)", "ours",
+              "n per arm", "test: p for / p against", "A/A", "verdict"]
+    rows = []
     groups = [(number, regime, group[group["regime"] == regime] if regime is not None else group)
               for number, group in df.groupby("claim", sort=True) for regime in regimes]
     for number, regime, group in groups:
         if group.empty:
             continue
         first = group.iloc[0]
-        regime_cell = f"{regime} | " if regime is not None else ""
+        regime_cell = [regime] if regime is not None else []
         if first["verdict"] == "not run":
-            lines.append(f"| {number} | {regime_cell}{first['text']} | {first.get('kind', SUPERIORITY)} | "
-                         f"{first['paper']} | {first['note']} | - | - | - | **not run** |")
+            rows.append([number, *regime_cell, first["text"], first.get("kind", SUPERIORITY), first["paper"],
+                         first["note"], "-", "-", "-", "**not run**"])
             continue
         parts, tests, noise = [], [], []
         for r in group.itertuples():
@@ -259,7 +260,8 @@ def render_markdown(df: pd.DataFrame, samples: int | None = None, rule: VerdictR
         # a decided verdict whose effect two identical arms also reach is said so where it is read
         within = first["verdict"] in ("supported", "contradicted") and any(
             getattr(r, "inside_aa", None) is True for r in group.itertuples())
-        lines.append(f"| {number} | {regime_cell}{first['text']} | {first['kind']} | {first['paper']} | "
-                     f"{'; '.join(parts)} | {n} (seeds {first['seeds']}) | sign-flip: {'; '.join(tests)} | "
-                     f"{'; '.join(noise)} | **{first['verdict']}**{' (effect inside A/A)' if within else ''} |")
+        rows.append([number, *regime_cell, first["text"], first["kind"], first["paper"], "; ".join(parts),
+                     f"{n} (seeds {first['seeds']})", f"sign-flip: {'; '.join(tests)}", "; ".join(noise),
+                     f"**{first['verdict']}**{' (effect inside A/A)' if within else ''}"])
+    lines.append(markdown_table(header, rows))
     return "\n".join(lines) + "\n"

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from nudgerl.table_text import markdown_table
+
 RL_WORKS_METHOD = "grpo8"  # the matrix's reference run: does plain RL learn at all on these base models?
 
 
@@ -104,12 +106,10 @@ def render(runs: list[str], out: str) -> str:
               "McNemar p (the same replicates on both sides). A run's regime is what its base models measured: the unhinted share of the always-right "
               "strategy on the hard training problems, lowest to highest over its replicates "
               "(`diagnostics/base_models.csv`). Each run's own page has the comparisons named."), "",
-             f"Regenerate and check against the run folders with `{command}` (and `--check`).", "",
-             "| # | claim | paper (Qwen3-4B) | " + " | ".join(f"`{r}`: {regimes[r]}" for r in runs) + " |",
-             "|---|---|---|" + "---|" * len(runs),
-             "| - | RL works at all: every replicate's GRPO (N=8) ends above its own Base (paired interval over "
-             "problems above 0; `tables/table1_replicates.csv`) | - | " + " | ".join(rl_works(Path(r)) for r in runs)
-             + " |"]
+             f"Regenerate and check against the run folders with `{command}` (and `--check`).", ""]
+    header = ["#", "claim", "paper (Qwen3-4B)", *(f"`{r}`: {regimes[r]}" for r in runs)]
+    rows = [["-", "RL works at all: every replicate's GRPO (N=8) ends above its own Base (paired interval over "
+             "problems above 0; `tables/table1_replicates.csv`)", "-", *(rl_works(Path(r)) for r in runs)]]
     numbers = sorted(set().union(*(set(t.claim) for t in tables.values())))
     for number in numbers:
         text = paper = ""
@@ -121,7 +121,8 @@ def render(runs: list[str], out: str) -> str:
                 continue
             text, paper = group.iloc[0]["text"], group.iloc[0]["paper"]
             cells.append(_cell(group, found[r]))
-        lines.append(f"| {number} | {text} | {paper} | " + " | ".join(cells) + " |")
+        rows.append([number, text, paper, *cells])
+    lines.append(markdown_table(header, rows))
     return "\n".join(lines) + "\n"
 
 

@@ -17,6 +17,7 @@ import pandas as pd
 
 from nudgerl.algorithms import clopper_pearson, fisher_exact
 from nudgerl.io import read_jsonl
+from nudgerl.table_text import markdown_table
 
 
 def rare_uses(eval_dir: Path, benchmarks, strategy: str) -> tuple[int, int]:
@@ -73,11 +74,11 @@ def render_markdown(table: pd.DataFrame, rows: pd.DataFrame, reference: str, str
         f"{100 * confidence:g} % exact (Clopper-Pearson) interval of the success probability; p: Fisher's exact "
         f"test against {label(reference)}.**",
         "",
-        "| Method | Found | Success probability | Share per replicate (%) | p |",
-        "|---|---|---|---|---|",
     ]
+    rows = []
     for r in table.itertuples():
         p = "" if r.p_vs_reference is None or pd.isna(r.p_vs_reference) else f"{r.p_vs_reference:.3g}"
-        lines.append(f"| {label(r.method)} | {r.found} of {r.replicates} | {100 * r.rate:.0f} % "
-                     f"[{100 * r.ci_low:.0f}, {100 * r.ci_high:.0f}] | {shares[r.method]} | {p} |")
+        rows.append([label(r.method), f"{r.found} of {r.replicates}",
+                     f"{100 * r.rate:.0f} % [{100 * r.ci_low:.0f}, {100 * r.ci_high:.0f}]", shares[r.method], p])
+    lines.append(markdown_table(["Method", "Found", "Success probability", "Share per replicate (%)", "p"], rows))
     return "\n".join(lines) + "\n"

@@ -24,6 +24,7 @@ from pathlib import Path
 from nudgerl.gpu_memory import GPU, GPUS, MODEL_SHAPES, ModelShape, kv_cache_tokens  # noqa: F401
 from nudgerl.method_ids import eval_samples
 from nudgerl.sections import section_for_model
+from nudgerl.table_text import markdown_table
 
 # ---------------------------------------------------------------- the documented defaults
 
@@ -266,19 +267,20 @@ def render_checkpoint_table(costs: list[JobCost], config: dict, eff: Efficiency,
              f"{target_minutes:g} min of training"
              + (f" (a divisor of `eval.curve.every` = {curve_every}, a multiple of the {gen_steps} steps a generation "
                 "batch takes)" if curve_every else "") + ":",
-             "",
-             "| model | run kind | s / optimizer step | h lost at checkpoint_every | interval for the target | h lost at it |",
-             "|---|---|---:|---:|---:|---:|"]
+             ""]
     def order(item):  # per model: GRPO by N, then the other rules in GPU_RULES order
         (model, kind), _ = item
         n = re.fullmatch(r"grpo(\d+)", kind)
         return model, 0 if n else 1 + GPU_RULES.index(kind), int(n.group(1)) if n else 0
 
+    rows = []
     for (model, kind), step_s in sorted(worst.items(), key=order):
         k = checkpoint_interval(step_s, target_minutes, curve_every, gen_steps)
-        lines.append(f"| {model} | {kind} | {step_s:,.0f} | {lost_hours(step_s, every, eff):.1f} | {k} | "
-                     f"{lost_hours(step_s, k, eff):.1f} |")
-    return lines
+        rows.append([model, kind, f"{step_s:,.0f}", f"{lost_hours(step_s, every, eff):.1f}", k,
+                     f"{lost_hours(step_s, k, eff):.1f}"])
+    header = ["model", "run kind", "s / optimizer step", "h lost at checkpoint_every", "interval for the target",
+              "h lost at it"]
+    return lines + markdown_table(header, rows, align="--rrrr").splitlines()
 
 
 # ---------------------------------------------------------------- the report
@@ -296,18 +298,20 @@ def render_markdown(costs: list[JobCost], gpu: GPU, eff: Efficiency, source: str
     df["order"] = df["rule"].map(GPU_RULES.index)
     df = df.sort_values(["model", "order"], kind="stable")
     lines = [f"GPU-hours of `{source}` on one {gpu.name} a job (`nudgerl.reporting.gpu_hours`): {len(costs)} GPU jobs.",
-             "",
-             "| model | rule | jobs | GPU-hours | rollout tokens/s | longest job (h) | its limit (h) | jobs it needs / may take |",
-             "|---|---|---:|---:|---:|---:|---:|---|"]
+             ""]
+    rows = []
     for (model, rule), grp in df.groupby(["model", "rule"], sort=False):
         worst = grp.loc[grp["hours"].idxmax()]
         hours = grp["hours"].sum()
         rate = f"{grp['tokens'].sum() / (hours * 3600):,.0f}" if rule.startswith("train_") and hours < math.inf else ""
         chain = "-" if math.isinf(worst["chain"]) else int(worst["chain"])
-        lines.append(f"| {model} | {rule} | {len(grp)} | {_h(hours)} | {rate} | {_h(worst['hours'])} | "
-                     f"{worst['limit_h']:g} | {chain} / {worst['allowed']} |")
+        rows.append([model, rule, len(grp), _h(hours), rate, _h(worst["hours"]), f"{worst['limit_h']:g}",
+                     f"{chain} / {worst['allowed']}"])
     total = df["hours"].sum()
-    lines += [f"| **total** | | {len(df)} | **{_h(total)}** | | | | |", ""]
+    rows.append(["**total**", None, len(df), f"**{_h(total)}**", None, None, None, None])  # None: a blank cell
+    header = ["model", "rule", "jobs", "GPU-hours", "rollout tokens/s", "longest job (h)", "its limit (h)",
+              "jobs it needs / may take"]
+    lines += [markdown_table(header, rows, align="--rrrrr-"), ""]
     bad = df[~df["fits"]]
     if len(bad):
         lines.append(f"**{len(bad)} jobs cannot finish** inside their time limit and resume chain:")

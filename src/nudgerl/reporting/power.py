@@ -17,6 +17,7 @@ from functools import lru_cache
 
 import pandas as pd
 
+from nudgerl.table_text import markdown_table
 from nudgerl.verdicts import VerdictRule, detectable_effect, detectable_rate
 
 POWER = 0.8
@@ -72,10 +73,10 @@ def render_markdown(table: pd.DataFrame, rule: VerdictRule, aa_sd: float | None 
           "'none': not even the largest difference on the grid (4 SD; a rate of 100 %) is detected; "
           "'no verdict': fewer replicates than the rule's minimum.",
         "",
-        "| table | replicates per arm | better: SD" + (" | better: points | parity: points" if has_points else "")
-        + " | found: from 10 % | found: from 50 % |",
-        "|---|---|---" + ("|---|---" if has_points else "") + "|---|---|",
     ]
+    header = ["table", "replicates per arm", "better: SD",
+              *(["better: points", "parity: points"] if has_points else []), "found: from 10 %", "found: from 50 %"]
+    rows = []
     for r in table.to_dict("records"):
         verdict = r["verdict_possible"]
         cells = [_fmt(r["detectable_sd"], "{:.2f}") if verdict else "no verdict"]
@@ -84,7 +85,8 @@ def render_markdown(table: pd.DataFrame, rule: VerdictRule, aa_sd: float | None 
                       _fmt(r.get("parity_points"), "{:+.1f}") if verdict else "no verdict"]
         cells += [_fmt(None if r[f"rate_from_{p:g}"] is None else 100 * r[f"rate_from_{p:g}"], "{:.0f} %")
                   for p in RATE_BASELINES]
-        lines.append(f"| {r['table']} | {r['replicates']} | " + " | ".join(cells) + " |")
+        rows.append([r["table"], r["replicates"], *cells])
+    lines.append(markdown_table(header, rows))
     return "\n".join(lines) + "\n"
 
 

@@ -20,6 +20,7 @@ import pandas as pd
 
 from nudgerl.algorithms import bootstrap_mean_of_means
 from nudgerl.io import read_jsonl
+from nudgerl.table_text import markdown_table
 from nudgerl.verdicts import VerdictRule, claim_verdict, comparison_sides
 
 
@@ -207,24 +208,24 @@ def render_markdown(runs: pd.DataFrame, cells: pd.DataFrame, reached: float, sam
         f"problems and replicates. Paired: NudgeRL minus GRPO on the same base models and problems, p for / "
         f"against ({WORDS_RULE}).**",
         "",
-        "| share set | share measured (per replicate) | " + " | ".join(method_label(m) for m in runs.method.unique())
-        + " | paired |",
-        "|---" * (3 + runs.method.nunique()) + "|",
     ]
+    labels = [method_label(m) for m in runs.method.unique()]
+    rows = []
     for share, sub in runs.groupby("share_set", sort=True):
         measured = ", ".join(f"{100 * x:.2f}" for x in sub.drop_duplicates("seed").sort_values("seed").share_measured)
         parts, paired = _cell_columns(cells[cells.share_set == share], runs.method.unique())
-        lines.append(f"| {100 * share:g} % | {measured} % | " + " | ".join(parts) + " | " + "; ".join(paired) + " |")
+        rows.append([f"{100 * share:g} %", f"{measured} %", *parts, "; ".join(paired)])
+    lines.append(markdown_table(["share set", "share measured (per replicate)", *labels, "paired"], rows))
     lines += ["", f"**Rollout tokens to first reach hard pass@1 >= {reached:g}** (thousands; '-' = not reached within "
-                  "training), per replicate:", "",
-              "| share set | " + " | ".join(method_label(m) for m in runs.method.unique()) + " |",
-              "|---" * (1 + runs.method.nunique()) + "|"]
+                  "training), per replicate:", ""]
+    rows = []
     for share, sub in runs.groupby("share_set", sort=True):
         cells_ = []
         for m in runs.method.unique():
             r = sub[sub.method == m].sort_values("seed")
             cells_.append(" / ".join("-" if pd.isna(t) else f"{t / 1e3:.0f}" for t in r.tokens_to_reach))
-        lines.append(f"| {100 * share:g} % | " + " | ".join(cells_) + " |")
+        rows.append([f"{100 * share:g} %", *cells_])
+    lines.append(markdown_table(["share set", *labels], rows))
     return "\n".join(lines) + "\n"
 
 
@@ -243,9 +244,8 @@ def render_baselines_markdown(runs: pd.DataFrame, cells: pd.DataFrame, reference
         f"every method on the same base models, {samples} samples per problem. {method_label(reference)} minus each "
         f"method, paired, p for / against ({WORDS_RULE}).**",
         "",
-        "| share set | method | final hard pass@1 | rollout tokens (k) | " + method_label(reference) + " minus it |",
-        "|---|---|---|---|---|",
     ]
+    rows = []
     for share, sub in runs.groupby("share_set", sort=True):
         here = cells[cells.share_set == share]
         for m in runs.method.unique():
@@ -253,12 +253,15 @@ def render_baselines_markdown(runs: pd.DataFrame, cells: pd.DataFrame, reference
             tokens = sub[sub.method == m].rollout_tokens.mean()
             paired = here[(here.method == f"{reference} - {m}") & (here.kind == "paired difference")]
             diff = "" if paired.empty else _paired(paired.iloc[0])
-            lines.append(f"| {100 * share:g} % | {method_label(m)} | {_pct(c['mean'])} [{_pct(c.ci_low)}, "
-                         f"{_pct(c.ci_high)}] | {tokens / 1e3:.0f} | {diff} |")
+            rows.append([f"{100 * share:g} %", method_label(m),
+                         f"{_pct(c['mean'])} [{_pct(c.ci_low)}, {_pct(c.ci_high)}]", f"{tokens / 1e3:.0f}", diff])
+    lines.append(markdown_table(["share set", "method", "final hard pass@1", "rollout tokens (k)",
+                                 method_label(reference) + " minus it"], rows))
     lines += ["", f"**{method_label(reference)} beats every baseline** (the claims' verdict rule over replicates on "
-                  "the paired comparisons above; ours, not the paper's claim):", "", "| share set | verdict |", "|---|---|"]
-    for share, verdict in beats_every_baseline(cells, reference, against, rule).items():
-        lines.append(f"| {100 * share:g} % | **{verdict}** |")
+                  "the paired comparisons above; ours, not the paper's claim):", ""]
+    lines.append(markdown_table(["share set", "verdict"],
+                                [[f"{100 * share:g} %", f"**{verdict}**"]
+                                 for share, verdict in beats_every_baseline(cells, reference, against, rule).items()]))
     return "\n".join(lines) + "\n"
 
 
@@ -293,26 +296,25 @@ def render_accuracy_markdown(runs: pd.DataFrame, cells: pd.DataFrame, checkpoint
         f"sample{'s' if samples != 1 else ''} per problem at each checkpoint; intervals resample problems and replicates; accuracy set 1 is the map's own "
         f"cell. Paired: NudgeRL minus each method on the same base models, p for / against ({WORDS_RULE}).**",
         "",
-        "| accuracy set | accuracy measured (per replicate) | share measured | hinted pass@1 | "
-        + " | ".join(method_label(m) for m in methods) + " | paired |",
-        "|---" * (5 + len(methods)) + "|",
     ]
+    rows = []
     for accuracy, sub in runs.groupby("accuracy_set", sort=False):
         per_seed = sub.drop_duplicates("seed").sort_values("seed")
         parts, paired = _cell_columns(cells[cells.accuracy_set == accuracy], methods)
-        lines.append(f"| {accuracy:g} | {', '.join(_pct(x) for x in per_seed.accuracy_measured)} % | "
-                     f"{', '.join(f'{100 * x:.2f}' for x in per_seed.share_measured)} % | "
-                     f"{', '.join(_pct(x) for x in per_seed['hinted_rare_pass@1_hard'])} % | "
-                     + " | ".join(parts) + " | " + "; ".join(paired) + " |")
+        rows.append([f"{accuracy:g}", f"{', '.join(_pct(x) for x in per_seed.accuracy_measured)} %",
+                     f"{', '.join(f'{100 * x:.2f}' for x in per_seed.share_measured)} %",
+                     f"{', '.join(_pct(x) for x in per_seed['hinted_rare_pass@1_hard'])} %", *parts, "; ".join(paired)])
+    lines.append(markdown_table(["accuracy set", "accuracy measured (per replicate)", "share measured", "hinted pass@1",
+                                 *(method_label(m) for m in methods), "paired"], rows))
     steps = sorted(checkpoints.step.unique())
     lines += ["", "**Hard pass@1 (%) at each checkpoint** (mean over replicates; step 0 = the base model; rollout "
                   "tokens by the last step in thousands): at what training length a method carries the hinted "
-                  "successes to the hint-free policy, if it does.", "",
-              "| accuracy set | method | " + " | ".join(f"step {s}" for s in steps) + " | rollout tokens (k) |",
-              "|---" * (3 + len(steps)) + "|"]
+                  "successes to the hint-free policy, if it does.", ""]
+    rows = []
     for (accuracy, method), sub in checkpoints.groupby(["accuracy_set", "method"], sort=False):
         means = sub.groupby("step")["hard_pass@1"].mean()
         tokens = sub[sub.step == sub.step.max()].rollout_tokens.mean()
-        lines.append(f"| {accuracy:g} | {method_label(method)} | "
-                     + " | ".join(_pct(means.get(s)) for s in steps) + f" | {tokens / 1e3:.0f} |")
+        rows.append([f"{accuracy:g}", method_label(method), *(_pct(means.get(s)) for s in steps),
+                     f"{tokens / 1e3:.0f}"])
+    lines.append(markdown_table(["accuracy set", "method", *(f"step {s}" for s in steps), "rollout tokens (k)"], rows))
     return "\n".join(lines) + "\n"

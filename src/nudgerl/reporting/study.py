@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from nudgerl.table_text import markdown_table
 from nudgerl.verdicts import detectable_rate, exact_interval, found_homogeneity_p
 
 
@@ -86,14 +87,13 @@ def render_agreement(table: pd.DataFrame, seed_sets: list[list[int]], confidence
         f"could detect, with 80 % power at {n} replicates a set: {_detectable(n, 0.1, alpha)}, "
         f"{_detectable(n, 0.5, alpha)}; a smaller difference between the sets would mostly pass as agreement.**",
         "",
-        "| Method | Set A | Set B | Agree | p |",
-        "|---|---|---|---|---|",
     ]
+    rows = []
     for r in table.itertuples():
         cells = [f"{getattr(r, f'found_{t}')} of {getattr(r, f'replicates_{t}')} "
                  f"[{100 * getattr(r, f'ci_low_{t}'):.0f}, {100 * getattr(r, f'ci_high_{t}'):.0f}] %" for t in "ab"]
-        lines.append(f"| {label(r.method)} | {cells[0]} | {cells[1]} | {'yes' if r.agree else '**no**'} "
-                     f"| {r.p_between_sets:.3g} |")
+        rows.append([label(r.method), *cells, "yes" if r.agree else "**no**", f"{r.p_between_sets:.3g}"])
+    lines.append(markdown_table(["Method", "Set A", "Set B", "Agree", "p"], rows))
     return "\n".join(lines) + "\n"
 
 
@@ -126,13 +126,14 @@ def render_rl_works(table: pd.DataFrame, label=lambda m: m) -> str:
         "**RL works at all in the common regime: every replicate's run ends above its own base model "
         "(final hard pass@1 against step 0 of its curve, regime map).**",
         "",
-        "| Share set | Measured share (%) | Method | Above its base | Works | Base → final hard pass@1 (%) per seed |",
-        "|---|---|---|---|---|---|",
     ]
+    rows = []
     for r in table.to_dict("records"):
         pairs = " / ".join(f"{100 * float(b):.0f} → {100 * float(f):.0f}"
                            for b, f in zip(str(r["base_hard_pass@1"]).split(), str(r["final_hard_pass@1"]).split()))
-        lines.append(f"| {100 * r['share_set']:g} % | {100 * r['share_measured_min']:.1f}-"
-                     f"{100 * r['share_measured_max']:.1f} | {label(r['method'])} | {r['above_base']} of "
-                     f"{r['replicates']} | {'yes' if r['works'] else '**no**'} | {pairs} |")
+        measured = f"{100 * r['share_measured_min']:.1f}-{100 * r['share_measured_max']:.1f}"
+        rows.append([f"{100 * r['share_set']:g} %", measured, label(r["method"]),
+                     f"{r['above_base']} of {r['replicates']}", "yes" if r["works"] else "**no**", pairs])
+    lines.append(markdown_table(["Share set", "Measured share (%)", "Method", "Above its base", "Works",
+                                 "Base → final hard pass@1 (%) per seed"], rows))
     return "\n".join(lines) + "\n"

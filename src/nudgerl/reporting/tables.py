@@ -19,6 +19,7 @@ import pandas as pd
 from nudgerl.algorithms import bootstrap_ci, bootstrap_mean_of_means, paired_permutation_test
 from nudgerl.io import atomic_write_text, read_jsonl
 from nudgerl.reporting.report_pages import write_markdown_page
+from nudgerl.table_text import Latex, latex_escape, latex_table, markdown_table
 
 BENCHMARK_LABELS = {
     "aime24": "AIME24",
@@ -161,8 +162,9 @@ def _cell(row, tex=False) -> str:
     return f"{100 * row['pass@1']:.1f}{pm}{mark}"
 
 
-def _tex(text: str) -> str:
-    return text.replace("_", r"\_").replace("%", r"\%").replace("†", r"$^\dagger$")
+def _tex(text: str) -> Latex:
+    """Data text for the LaTeX table (escaped), its dagger as the math-mode mark."""
+    return Latex(latex_escape(text).replace("†", r"$^\dagger$"))
 
 
 def _found_cell(row) -> str:
@@ -223,23 +225,19 @@ def render(df: pd.DataFrame, methods, benchmarks, seeds, samples, title="Table 1
                     f"k of n with a {100 * exploration.get('confidence', 0.95):g} % exact (Clopper-Pearson) "
                     f"interval (tables/exploration has each run's share and Fisher's test).")
     caption += aa_sentence
-    md = [f"**{caption}**", "", "| Method | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
-    tex = [
-        r"\begin{table}[t]", r"\centering", rf"\caption{{{_tex(caption)}}}",
-        r"\begin{tabular}{l" + "c" * len(cols) + "}", r"\toprule",
-        "Method & " + " & ".join(cols) + r" \\", r"\midrule",
-    ]
+    rows, trows = [], []
     for m, label in zip(methods, labels):
         sub = df[df.method == m].set_index("benchmark")
         cells = [_cell(sub.loc[b]) for b in [*benchmarks, "avg"]]
-        tcells = [_cell(sub.loc[b], tex=True) for b in [*benchmarks, "avg"]]
+        tcells = [Latex(_cell(sub.loc[b], tex=True)) for b in [*benchmarks, "avg"]]
         if exploration:
             cells.append(_found_cell(sub.loc["avg"]))
             tcells.append(_tex(_found_cell(sub.loc["avg"])))
-        md.append(f"| {label} | " + " | ".join(cells) + " |")
-        tex.append(f"{_tex(label)} & " + " & ".join(tcells) + r" \\")
-    tex += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
-    return "\n".join(md) + "\n", "\n".join(tex) + "\n"
+        rows.append([label, *cells])
+        trows.append([_tex(label), *tcells])
+    md = f"**{caption}**\n\n" + markdown_table(["Method", *cols], rows) + "\n"
+    tex = latex_table(["Method", *cols], trows, caption=_tex(caption)) + "\n"
+    return md, tex
 
 
 def write_table(eval_root, methods, benchmarks, seeds, out_prefix, title, n_boot=2000, labels=None,
@@ -286,8 +284,7 @@ def render_replicates(df: pd.DataFrame, methods, samples: int | None = None, ref
     caption = (f"**Table 1 per replicate: Avg pass@1 (%) of each replicate (its own base model, RL and sampling "
                f"seed), and in brackets its paired difference from {method_label(reference)} of the same replicate "
                f"with a 95 % interval over problems{f'; {samples} samples per problem' if samples else ''}.**")
-    head = "| Method | " + " | ".join(f"seed {s}" for s in seeds) + " | mean |"
-    lines = [caption, "", head, "|---" * (len(seeds) + 2) + "|"]
+    rows = []
     for m in methods:
         sub = df[df.method == m].set_index("seed")
         cells = []
@@ -297,5 +294,6 @@ def render_replicates(df: pd.DataFrame, methods, samples: int | None = None, ref
             if m != reference:
                 cell += f" ({100 * r.delta:+.1f} [{100 * r.ci_low:+.1f}, {100 * r.ci_high:+.1f}])"
             cells.append(cell)
-        lines.append(f"| {method_label(m)} | " + " | ".join(cells) + f" | {100 * sub['avg_pass@1'].mean():.1f} |")
-    return "\n".join(lines) + "\n"
+        rows.append([method_label(m), *cells, f"{100 * sub['avg_pass@1'].mean():.1f}"])
+    header = ["Method", *(f"seed {s}" for s in seeds), "mean"]
+    return f"{caption}\n\n" + markdown_table(header, rows) + "\n"

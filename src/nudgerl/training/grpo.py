@@ -17,7 +17,7 @@ from pathlib import Path
 from nudgerl.io import atomic_write_text
 from nudgerl.training.grpo_config import TRL_FIELDS, GRPORunConfig
 from nudgerl.training.run_state import (StoppedForTimeLimit, check_continuous, last_checkpoint, main_process_only,
-                                        metrics_callback, stop_on_signal, truncate_metrics)
+                                        metrics_callback, progress_callback, stop_on_signal, truncate_metrics)
 
 
 def trl_config(cfg: GRPORunConfig, output_dir: str):
@@ -51,6 +51,7 @@ def trl_config(cfg: GRPORunConfig, output_dir: str):
         use_cpu=not _has_gpu(),
         remove_unused_columns=False,
         dataloader_num_workers=0,
+        # no bar (its redraws fill a Slurm log): progress_callback prints step, elapsed and ETA lines
         disable_tqdm=True,
         shuffle_dataset=True,
     )
@@ -282,7 +283,8 @@ def run_training(trainer_cls, model_dir, train_records, cfg, run_dir: Path, revi
         with tracking_environment(cfg, run_dir):
             # Built before the run folder is read: the trainer sets up the processes (accelerate
             # state), and only then can the main process alone clean up while the others wait.
-            trainer = build_trainer(trainer_cls, model_dir, train_records, cfg, run_dir, callbacks=[callback, stop],
+            trainer = build_trainer(trainer_cls, model_dir, train_records, cfg, run_dir,
+                                    callbacks=[callback, stop, progress_callback()],
                                     revision=revision, **extra)
             acc = trainer.accelerator
             with main_process_only(acc) as main:

@@ -11,6 +11,8 @@ file; the others wait for it (:func:`main_process_only`).
 A job that would outlive its time limit is told so by a signal (:data:`STOP_SIGNALS`):
 :func:`stop_on_signal` then saves a complete checkpoint at the end of the current
 generation, and the job exits with :data:`TIME_LIMIT_EXIT_CODE`; the rerun resumes there.
+
+:func:`progress_callback` prints the step count, elapsed time and ETA as plain lines.
 """
 
 from __future__ import annotations
@@ -74,6 +76,31 @@ def metrics_callback(path: Path, cfg: GRPORunConfig, resume_tokens: float):
                 f.write(json.dumps(row) + "\n")
 
     return MetricsToJsonl()
+
+
+def progress_callback(log=None, clock=time.monotonic):
+    """A callback that prints the run's progress (``progress: step 120/400 (30%), elapsed
+    0:41:02, ETA 1:35:45``) at the steps :class:`nudgerl.progress.Progress` picks: transformers'
+    own bar is off (``disable_tqdm``), its redraws would fill a Slurm log. The main process
+    alone prints: every process is at the same step. The clock starts when training starts
+    (after the model and vLLM loaded), and a resumed run's pace counts its own steps only."""
+    from transformers import TrainerCallback
+
+    from nudgerl.progress import Progress
+
+    class ProgressLines(TrainerCallback):
+        def __init__(self):
+            self.progress: Progress | None = None
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            if state.is_world_process_zero:  # global_step: the resume checkpoint's step, or 0
+                self.progress = Progress("step", state.max_steps, start=state.global_step, log=log, clock=clock)
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if self.progress is not None:
+                self.progress.update(state.global_step)
+
+    return ProgressLines()
 
 
 def checkpoint_complete(path: Path) -> bool:
