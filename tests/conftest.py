@@ -185,6 +185,52 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 
 
+# What the fast path (-m "not slow") must not start: a Snakemake run (a dry run included: each
+# plans a whole workflow, 10-20 s) or a DVC pipeline (`dvc repro`, `dvc exp`). A test that does is
+# marked slow; one that forgets fails here, at its first such command, instead of quietly making
+# the fast path slow again.
+WORKFLOW_DVC_COMMANDS = {"repro", "exp", "pull", "push", "fetch", "checkout"}
+
+
+def starts_a_workflow(args) -> bool:
+    """Whether a subprocess's ``args`` (a list or a shell string) start Snakemake or a DVC
+    pipeline: ``snakemake ...``, ``python -m snakemake ...``, ``dvc repro``, ``python -m dvc exp``."""
+    words = args.split() if isinstance(args, (str, bytes)) else [os.fspath(a) for a in args]
+    words = [w.decode() if isinstance(w, bytes) else w for w in words]
+    for i, word in enumerate(words):
+        name = os.path.basename(word)
+        if name == "-m" or name.startswith("python"):
+            continue
+        if name == "snakemake":
+            return True
+        if name == "dvc":
+            rest = [w for w in words[i + 1:] if not w.startswith("-")]
+            return bool(rest) and rest[0] in WORKFLOW_DVC_COMMANDS
+        return False
+    return False
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Around a fast test's setup, call and teardown: Snakemake or a DVC pipeline started in a
+    subprocess fails the test, naming the marker it needs."""
+    if item.get_closest_marker("slow"):
+        return (yield)
+    real_init = subprocess.Popen.__init__
+
+    def guarded_init(self, args, *a, **kw):
+        if starts_a_workflow(args):
+            raise AssertionError(f"{item.nodeid} is in the fast path (not marked slow) and starts a workflow: "
+                                 f"{args!r}; mark it @pytest.mark.slow")
+        real_init(self, args, *a, **kw)
+
+    subprocess.Popen.__init__ = guarded_init
+    try:
+        return (yield)
+    finally:
+        subprocess.Popen.__init__ = real_init
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     """The test order's seed at the end, also under -q (which hides pytest-randomly's header
     line): `-p randomly --randomly-seed=N` replays the order (and the per-test reseeding of

@@ -140,6 +140,7 @@ def test_the_training_launcher_passes_the_attempt_on():
     assert PlanResources.attempt_number(None, 2) == 2
 
 
+@pytest.mark.slow
 def test_a_training_command_that_fails_is_not_retried(tmp_path):
     """The real command: it fails on a missing training file (exit 2) and records it; its retry
     (attempt 2, as the workflow's launcher says) refuses before reading anything."""

@@ -107,6 +107,7 @@ def test_stage_origin_from_the_run_record(tmp_path):
     assert "never run or pulled here" in stage_origin(tmp_path, "pools_x@r", None)
 
 
+@pytest.mark.slow
 def test_dvc_status_is_checked(chain):
     subprocess.run(["git", "init", "-q"], check=True)
     subprocess.run(["dvc", "init", "-q"], check=True)

@@ -93,6 +93,7 @@ def test_oracle_rows_without_solution_are_named_and_strangers_counted(tmp_path):
     assert "skipped 1 row(s) for problems not in the training split" in logs[0]
 
 
+@pytest.mark.slow
 def test_training_problem_without_a_pool_stops_the_job(tmp_path):
     train = _write(tmp_path, [GOOD, {"id": "b", "problem": "p", "answer": "1"}])
     pools = _jsonl(tmp_path / "pools.jsonl", [{"id": "a", "hints": ["x", "y"]}])

@@ -60,6 +60,7 @@ def test_preflight_benchmarks_that_do_not_fit(default_config):
     assert "organism.benchmarks" in _error(bad)
 
 
+@pytest.mark.slow
 def test_snakemake_refuses_a_bad_config_before_any_job(workdir):
     bad = yaml.safe_load((workdir / "config" / "smoke.yaml").read_text())
     bad["grpo"]["group_sizes"] = [8, "sixteen"]
@@ -137,6 +138,7 @@ def test_local_model_or_dataset_paths_must_exist(tmp_path):
     assert msg and "datasets.train" in msg[0] and "does not exist" in msg[0]
 
 
+@pytest.mark.slow
 def test_snakemake_dry_run_stops_on_a_preflight_error(workdir):
     bad = yaml.safe_load((workdir / "config" / "smoke.yaml").read_text())
     bad["grpo"]["prompts_per_step"] = 1000

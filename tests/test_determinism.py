@@ -14,6 +14,9 @@ from nudgerl.evaluation.sampling import SamplingParams, chat_prompt, generate, l
 from nudgerl.training.grpo import train_grpo
 from nudgerl.training.grpo_config import GRPORunConfig
 
+# real base-model training and GRPO runs, twice each
+pytestmark = pytest.mark.slow
+
 TINY = dict(examples=128, arithmetic_drills=1, drill_epochs=1.0, arithmetic_replay=0, max_steps=6, cycle_steps=4, anneal_steps=2,
             check_every=2, check_problems=4, hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2,
             batch_size=32, warmup_steps=2)

@@ -10,10 +10,14 @@ import subprocess
 import threading
 import time
 
+import pytest
 import yaml
 
 from nudgerl.organism import task
 from openai_server import FakeOpenAI
+
+# real DVC stages in parallel
+pytestmark = pytest.mark.slow
 
 SECRET = "sk-test-SECRET-never-on-disk-42"
 TARGETS = ["results/smoke/pools/pools_organism.jsonl", "results/smoke/oracles/oracles_organism.jsonl"]

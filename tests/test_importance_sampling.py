@@ -2,8 +2,11 @@
 differs from TRL 1.16's default on a batch built so that the two disagree.
 
 TRL computes the correction inside ``GRPOTrainer._generate_and_score_completions`` from the
-log-probs vLLM reports; vLLM cannot run here, so a stand-in reports them (chosen per token)
-and TRL's own code does the rest on a real trainer of the tiny model."""
+log-probs vLLM reports. Here those log-probs are scripted, chosen per token, and TRL's own code
+does the rest on a real trainer of the tiny model: the test needs a planted mismatch (a ratio of
+4 on one token), and a real engine cannot be asked for one (vLLM's CPU build in float32 matches
+the policy to 5e-7 nats). The real engine's ratios, under both modes, are tested in
+tests/test_vllm_cpu.py (the mass top-p keeps, per token and per completion)."""
 
 import math
 
@@ -19,9 +22,9 @@ PROMPT = [{"role": "user", "content": "find the next term mod 10 : 1 2 3 4"}]
 COMPLETIONS = [["answer", ":", "5", ".", "done"], ["answer", ":", "7"]]
 
 
-class StandInVLLM:
+class ScriptedVLLMOutput:
     """Answers like TRL's colocated vLLM generation: one completion per rollout prompt and the
-    sampler's log-prob of each token (here: the trained policy's own, shifted by ``shift``)."""
+    sampler's log-prob of each token, as given."""
 
     def __init__(self, completion_ids, logprobs):
         self.completion_ids, self.logprobs = completion_ids, logprobs
@@ -48,7 +51,7 @@ def _trainer(tiny_model_dir, tmp_path, **is_options):
 def _scored(trainer, logprobs):
     tok = trainer.processing_class
     ids = [tok.convert_tokens_to_ids(c) for c in COMPLETIONS]
-    trainer.vllm_generation = StandInVLLM(ids, logprobs)
+    trainer.vllm_generation = ScriptedVLLMOutput(ids, logprobs)
     return trainer._generate_and_score_completions([{"prompt": PROMPT, "answer": "5", "id": "p0"}] * 2)
 
 

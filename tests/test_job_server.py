@@ -50,6 +50,7 @@ def _served(proc) -> bool:
     return f"{job_client.USAGE_PREFIX} ran in a forked child" in proc.stderr
 
 
+@pytest.mark.slow
 def test_command_runs_in_a_child_as_in_its_own_process(server, tmp_path):
     ok = _run(["validate-config", "config/config.yaml"], True)  # a path relative to the job's folder
     assert ok.returncode == 0 and _served(ok), ok.stderr
@@ -65,6 +66,7 @@ def test_command_runs_in_a_child_as_in_its_own_process(server, tmp_path):
     assert "no_such_key" in served.stderr and served.stderr.startswith(alone.stderr.strip().splitlines()[0])
 
 
+@pytest.mark.slow
 def test_import_time_environment_or_gpu_request_runs_in_own_process(server):
     for extra in ({"HF_HUB_OFFLINE": "0" if os.environ.get("HF_HUB_OFFLINE") == "1" else "1"},
                   {"TRANSFORMERS_VERBOSITY": "error"}):

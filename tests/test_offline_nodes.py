@@ -103,6 +103,7 @@ def paper_dag(request, scratch):
     return run, configs, _snakemake(scratch, "--configfile", *configs, "--profile", "profiles/slurm")
 
 
+@pytest.mark.slow
 def test_gpu_jobs_load_snapshot_folders_offline(paper_dag):
     run, _, out = paper_dag
     names = [m["name"] for m in PAPER["models"]]
@@ -133,6 +134,7 @@ def test_gpu_jobs_load_snapshot_folders_offline(paper_dag):
             assert not {"gpu", "gpu_model", "cpus_per_gpu"} & set(job["resources"]), job
 
 
+@pytest.mark.slow
 def test_network_rules_run_on_the_submit_host(scratch, paper_dag):
     _, configs, _ = paper_dag
     local = local_rules(scratch, *configs)
@@ -140,6 +142,7 @@ def test_network_rules_run_on_the_submit_host(scratch, paper_dag):
     assert {r: local[r] for r in MODEL_RULES} == {r: False for r in MODEL_RULES}  # GPU jobs go to Slurm
 
 
+@pytest.mark.slow
 def test_organism_default_keeps_its_cluster_jobs_and_commands(scratch):
     """The organism's helpers (backend organism) compute here: still cluster jobs, and no job
     gets the offline prefix (the organism uses no Hub)."""
@@ -282,6 +285,7 @@ def test_a_leftover_temporary_folder_is_replaced(hub_cache, tmp_path):
     assert not stale.exists() and not (out / "half-written.bin").exists() and (out / "config.json").is_file()
 
 
+@pytest.mark.slow
 def test_snapshot_rule_runs_through_snakemake(hub_cache, workdir):
     """The rule itself (its command, log and benchmark), on a config naming a Hub model, with
     the Hugging Face cache the job finds through HF_HUB_CACHE as a login node's would be."""

@@ -10,6 +10,9 @@ import yaml
 
 from conftest import REPO
 
+# each test reads a Snakemake dry run of the paper's DAG
+pytestmark = pytest.mark.slow
+
 
 # profiles/slurm reads the account and partition from the environment
 CLUSTER_ENV = {"NUDGERL_SLURM_ACCOUNT": "acct-test", "NUDGERL_SLURM_PARTITION": "gpu-test"}

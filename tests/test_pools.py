@@ -136,6 +136,7 @@ def test_organism_helper_is_noisy_and_unverified(tmp_path):
     assert 0.3 < first_two < 0.5  # and not placed first: the helper does not know
 
 
+@pytest.mark.slow
 def test_dvc_restores_deleted_pools_without_calling_the_backend(tmp_path, api_key):
     subprocess.run(["dvc", "init", "--no-scm", "-q"], cwd=tmp_path, check=True)
     (tmp_path / "problems.jsonl").write_text("".join(json.dumps(p) + "\n" for p in PROBLEMS))

@@ -129,6 +129,7 @@ def test_filter_correct_gives_up_after_five_and_names_the_problem(tmp_path, key)
     assert SECRET not in (tmp_path / "o.jsonl.stats.json").read_text()
 
 
+@pytest.mark.slow
 def test_oracle_stage_restores_from_dvc_with_zero_calls(tmp_path, key):
     subprocess.run(["dvc", "init", "--no-scm", "-q"], cwd=tmp_path, check=True)
     (tmp_path / "problems.jsonl").write_text("".join(json.dumps(p) + "\n" for p in PROBLEMS))

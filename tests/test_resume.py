@@ -63,6 +63,7 @@ def _weights(model_dir):
     return load_file(str(Path(model_dir) / "model.safetensors"))
 
 
+@pytest.mark.slow
 def test_killed_training_resumes_as_an_unbroken_run(inputs):
     d = inputs
     subprocess.run(_train_cmd(d, "unbroken"), check=True, capture_output=True)
@@ -125,6 +126,7 @@ def _outputs(out):
     return {p.name: p.read_text() for p in sorted(Path(out).glob("*.jsonl")) if p.name != ATTEMPTS_LOG}
 
 
+@pytest.mark.slow
 def test_killed_evaluation_does_not_sample_finished_benchmarks_again(inputs):
     d = inputs
     sets = task.evaluation_sets(0, {"b1": (12, 0.5), "b2": (12, 0.5), "b3": (12, 0.5)})
@@ -152,6 +154,7 @@ def test_killed_evaluation_does_not_sample_finished_benchmarks_again(inputs):
     assert not (d / "eval_killed" / ".resume").exists()  # cleared once every output is written
 
 
+@pytest.mark.slow
 def test_stale_partial_results_are_not_reused(inputs, tmp_path):
     """A partial result from other sampling parameters (or another model) is ignored."""
     from nudgerl.evaluation.benchmarks import RESUME_DIR, evaluate_model

@@ -8,7 +8,11 @@ import signal
 import subprocess
 import time
 
+import pytest
 import yaml
+
+# a real Snakemake run, killed and resumed
+pytestmark = pytest.mark.slow
 
 TARGET = "results/smoke/runs/nudgerl2/seed0/metrics.jsonl"
 RUN = "results/smoke/runs/nudgerl2/seed0"

@@ -6,6 +6,7 @@ configfile. Dry runs only, in scratch copies of the workflow."""
 import subprocess
 import sys
 
+import pytest
 import yaml
 
 from conftest import merged_config
@@ -76,6 +77,7 @@ def test_runs_registered_at_once_all_land(workdir):
     assert not list(workdir.glob(".params.yaml.*"))  # no temporary file left behind
 
 
+@pytest.mark.slow
 def test_snakemake_lists_a_new_run_and_plans_it(workdir):
     (workdir / "config" / "mytest.yaml").write_text("run_name: mytest\n")
     proc = subprocess.run(["snakemake", "-n", "--configfile", "config/smoke.yaml", "config/mytest.yaml"],
@@ -89,6 +91,7 @@ def test_snakemake_lists_a_new_run_and_plans_it(workdir):
     assert "output: results/mytest/pools/pools_organism.jsonl" in out  # its stage, planned
 
 
+@pytest.mark.slow
 def test_the_study_target_without_its_config_says_which_configfile(workdir):
     proc = subprocess.run(["snakemake", "study", "-n", "--cores", "2"], cwd=workdir, capture_output=True, text=True,
                           timeout=600)

@@ -74,6 +74,7 @@ def test_lora_update_norm_is_the_norm_of_scaling_b_a():
     assert lora_update_norm(base.__class__(torch.nn.Linear(2, 2))) is None
 
 
+@pytest.mark.slow
 def test_job_list(tmp_path):
     workdir = copy_workflow(tmp_path)
     proc = subprocess.run(["snakemake", "-n", "-p", "--configfile", "config/smollm2_arith.yaml"], cwd=workdir,

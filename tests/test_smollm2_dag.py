@@ -10,6 +10,9 @@ import yaml
 
 from conftest import REPO, copy_workflow, job_counts, stand_in_data
 
+# each test plans the SmolLM2 workflow with Snakemake
+pytestmark = pytest.mark.slow
+
 
 def dry_run(workdir, *extra):
     proc = subprocess.run(["snakemake", "-n", "-p", *extra, "--configfile", "config/smollm2.yaml",

@@ -16,7 +16,8 @@ that GRPO gets a non-zero reward. On it:
 - the checkpoint curve serves the base model and every LoRA checkpoint from one engine, each
   checkpoint with what a fresh engine for it alone samples;
 - TRL's colocated vLLM with a LoRA policy samples from the trained adapter after each weight
-  sync, and its importance-sampling ratio is the mass top-p kept (1 at top_p 1).
+  sync, and its importance-sampling ratio is the mass top-p kept (1 at top_p 1); TRL's default
+  sequence_mask weighs a whole completion by the product of those masses.
 """
 
 import json
@@ -336,7 +337,7 @@ def kept_mass(logits, top_p: float):
 
 
 def colocate_lora_run(run_dir: Path, top_p: float, seed: int = 0, steps: int = COLOCATE_STEPS,
-                      vllm_dtype: str = "float32") -> dict:
+                      vllm_dtype: str = "float32", is_mode: str = "token_truncate", is_cap: float = 2.0) -> dict:
     """TRL's GRPOTrainer (colocated vLLM, peft LoRA, the paper's importance-sampling options)
     for ``steps`` steps. Per generation batch, on the tokens vLLM sampled: vLLM's log-probs (what
     TRL corrects with), the trained policy's (TRL's own recomputation, adapter active), the
@@ -365,7 +366,7 @@ def colocate_lora_run(run_dir: Path, top_p: float, seed: int = 0, steps: int = C
     cfg = GRPORunConfig(num_generations=4, prompts_per_step=2, max_steps=steps, max_completion_length=32,
                         learning_rate=0.02, temperature=1.0, top_p=top_p, seed=seed, checkpoint_every=1000,
                         use_vllm=True, vllm_mode="colocate", lora=LORA,
-                        vllm_importance_sampling_mode="token_truncate", vllm_importance_sampling_clip_max=2.0)
+                        vllm_importance_sampling_mode=is_mode, vllm_importance_sampling_clip_max=is_cap)
     real_llm = trl_vllm.LLM
     with pytest.MonkeyPatch.context() as mp:
         # The colocated engine's torch.distributed store listens on MASTER_PORT; TRL and
@@ -501,6 +502,44 @@ def test_vllm_importance_ratio_is_the_kept_top_p_mass(colocate_runs):
         assert len(logged[top_p]) == COLOCATE_STEPS
     assert all(abs(x - 1) < 2e-4 for x in logged[1.0])  # TRL's metric: measured 1 - 6e-8 to 1
     assert all(0.95 <= x < 0.995 for x in logged[0.95])  # measured 0.978-0.990 per step
+
+
+@pytest.fixture(scope="module")
+def sequence_mask_run(organism, tmp_path_factory):
+    """The top_p 0.95 run again under TRL 1.16's default correction (sequence_mask, cap 3)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(organism)
+        return colocate_lora_run(tmp_path_factory.mktemp("colocate_sequence_mask"), 0.95, is_mode="sequence_mask",
+                                 is_cap=3.0)
+
+
+def test_trls_default_sequence_mask_weights_a_completion_by_the_product_of_its_kept_masses(colocate_runs,
+                                                                                         sequence_mask_run):
+    """The paper's token_truncate against TRL's default sequence_mask, on the real engine's
+    log-probs (tests/test_importance_sampling.py plants a chosen mismatch in TRL's same code; a
+    real engine cannot be asked for one). Under top_p 0.95 every token's ratio is its kept mass
+    Z <= 1 (the test above): token_truncate scales each token's loss by its Z, sequence_mask
+    scales the whole completion by the product of its Zs (and masks only products over the cap
+    of 3, which a product of Zs never reaches), so a long completion's whole loss shrinks."""
+    import torch
+
+    token = colocate_runs[0.95]
+    seq_ratios, token_ratios = [], []
+    for b in sequence_mask_run["batches"]:
+        mask, ratio = b["mask"], b["ratio"]
+        assert ratio.shape == (mask.shape[0], 1)  # one ratio per completion
+        product = (b["kept"].log() * mask).sum(dim=-1).exp()
+        # float32 on both sides: per token |log ratio - log Z| <= 8e-6 (the test above), summed
+        # over at most 32 tokens
+        assert torch.allclose(ratio[:, 0], product, rtol=5e-4)
+        seq_ratios.append(ratio[:, 0])
+    for b in token["batches"]:
+        token_ratios.append(b["ratio"][b["mask"]])
+    seq, tok = torch.cat(seq_ratios), torch.cat(token_ratios)
+    print(f"top_p 0.95: sequence_mask ratio per completion mean {float(seq.mean()):.3f} "
+          f"min {float(seq.min()):.3f}; token_truncate per token mean {float(tok.mean()):.4f}")
+    assert bool((seq > 0).all())  # nothing masked: a product of kept masses is never over the cap
+    assert float(seq.mean()) < float(tok.mean())  # the product weighs a completion less than a token
 
 
 def test_checkpoint_curve_of_a_full_weight_run_starts_each_engine_in_its_own_process(organism, tmp_path,

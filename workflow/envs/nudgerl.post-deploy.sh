@@ -10,7 +10,7 @@
 # Snakemake's env hash covers this file, not the lock, so the lock's digest is written here
 # (scripts/lock.sh): a new lock makes a new env, and a lock edited by hand stops the build.
 set -euo pipefail
-LOCK_SHA256=682171a044bee94fa1c3031e4d10bb72ceaa059db7c268a7108dec275b57af8d
+LOCK_SHA256=8d59b14ecf6d6d7ad8dc20fe40c687f35b420e7d4b2cf4b3ff8ae7750e1ecf8e
 
 is_repo() { [ -f "$1/scripts/setup.sh" ] && grep -q '^name = "nudgerl"' "$1/pyproject.toml" 2>/dev/null; }
 find_repo() {

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from nudgerl.arguments import add_command, add_job_arguments, json_arg, set_threads
+from nudgerl.evaluation import transfer_cli
 from nudgerl.evaluation.model_arguments import add_model_arguments, prompt_template
 
 
@@ -172,3 +173,5 @@ def register(subparsers) -> None:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--out", required=True)
     add_model_arguments(p)
+
+    transfer_cli.register(subparsers)  # transfer-probe, transfer-page
