@@ -21,6 +21,10 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_BENCHMARKS = Path(os.environ.get("NUDGERL_SHARED_BENCHMARKS", REPO.parent / "shared" / "data" / "benchmarks"))
 
 
+# the extras scripts/lock.sh resolves into requirements/*-lock.txt (and CI installs): the tests'
+# own, and the two optional features CI also tests (SmolLM2's GGUF reader, W&B)
+LOCKED_EXTRAS = ("test", "smollm2", "tracking")
+
 WORKFLOW_FILES = ("Snakefile", "workflow", "config", "profiles", "dvc.yaml", "params.yaml", ".gitignore")
 
 

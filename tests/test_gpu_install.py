@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import LOCKED_EXTRAS, REPO
 
 
 def _pins(reqs: list[str]) -> dict[str, str]:
@@ -52,7 +52,7 @@ def test_gpu_extra_resolves_with_the_cpu_pins(tmp_path):
     # install exactly the lock, no package more or less.
     lock = REPO / "requirements" / "gpu-lock.txt"
     proc = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
-                           "--report", str(report), "-c", str(lock), f"{REPO}[gpu,test]"],
+                           "--report", str(report), "-c", str(lock), f"{REPO}[gpu,{','.join(LOCKED_EXTRAS)}]"],
                           capture_output=True, text=True, timeout=900, env=env)
     assert proc.returncode == 0, "pip cannot resolve .[gpu] with its lock:\n" + proc.stderr[-4000:]
     norm = lambda n: re.sub(r"[-_.]+", "-", n).lower()  # noqa: E731

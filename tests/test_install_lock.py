@@ -24,7 +24,7 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from conftest import REPO
+from conftest import LOCKED_EXTRAS, REPO
 
 CPU_LOCK = REPO / "requirements" / "cpu-lock.txt"
 GPU_LOCK = REPO / "requirements" / "gpu-lock.txt"
@@ -55,10 +55,6 @@ def torch_wheel():
 
 
 # ---- the locks ----
-
-# the extras scripts/lock.sh resolves (and CI installs): the tests' own, and the two optional
-# features CI also tests (SmolLM2's GGUF reader, W&B)
-LOCKED_EXTRAS = ("test", "smollm2", "tracking")
 
 def test_each_lock_pins_every_dependency_of_pyproject_at_its_pin():
     extras = project()["optional-dependencies"]

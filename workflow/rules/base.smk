@@ -83,6 +83,44 @@ if TASK == "organism":
             # the verdict goes to the terminal too: a stopped run must say which figure failed
             "nudgerl regime-gate --diagnosis {input} --regime {params.regime:q} --out {output} 2>&1 | tee {log}"
 
+    rule transfer_probe:
+        """What a policy-gradient step on hinted successes gives the hint-free policy, at first
+        order, on one replicate's base model and the hard training problems (the CLI's
+        defaults: 8 samples a prompt, the top 20 % of tokens as hint-changed). Not part of `all`:
+        target `transfer`."""
+        input:
+            model=BASE_MODEL,
+            train=TRAIN,
+        output:
+            f"{RESULTS}/diagnostics/transfer/seed{{seed}}.json",
+        threads: rule_threads("diagnose_base")
+        resources:
+            **rule_resources("diagnose_base", mem_mb=2000),
+        conda:
+            "../envs/nudgerl.yaml"
+        log:
+            f"{RESULTS}/logs/transfer_probe/seed{{seed}}.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/transfer_probe/seed{{seed}}.tsv"
+        shell:
+            "nudgerl transfer-probe --model {input.model} --problems {input.train} --seed {wildcards.seed} "
+            "--label 'base model seed{wildcards.seed}' --threads {threads} --out {output} > {log} 2>&1"
+
+    rule transfer:
+        """Every replicate's transfer probe on one page."""
+        input:
+            expand(f"{RESULTS}/diagnostics/transfer/seed{{seed}}.json", seed=SEEDS),
+        output:
+            f"{RESULTS}/diagnostics/transfer.md",
+        conda:
+            "../envs/nudgerl.yaml"
+        log:
+            f"{RESULTS}/logs/transfer.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/transfer.tsv"
+        shell:
+            "nudgerl transfer-page --probes {input} --out {output} > {log} 2>&1"
+
     rule base_model_table:
         """Every replicate's base-model diagnosis and regime verdict, one row each."""
         input:
