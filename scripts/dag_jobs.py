@@ -26,9 +26,10 @@ DEFAULT_CONFIGS = ("config.yaml", "config.yaml:regime_map", "config.yaml+common.
 PROFILE_ENV = {"NUDGERL_SLURM_ACCOUNT": "acct", "NUDGERL_SLURM_PARTITION": "part"}
 
 
-def dry_run(spec: str) -> str:
+def dry_run(spec: str, extra_configfiles: tuple[str, ...] = ()) -> str:
+    """The dry run's output; ``extra_configfiles`` go last (over the configuration's own)."""
     files, _, target = spec.partition(":")
-    configs = [f"config/{name}" for name in files.split("+")]
+    configs = [f"config/{name}" for name in files.split("+")] + list(extra_configfiles)
     extra = ["--profile", "profiles/slurm"] if "config/paper.yaml" in configs else []
     env = {k: v for k, v in os.environ.items() if k != "NUDGERL_SLURM_GPU_TYPE"}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), *filter(None, [env.get("PYTHONPATH")])])
