@@ -41,6 +41,7 @@ QUOTED = [
 CONFIGURATION_ROWS = {
     "`config/config.yaml`": "config.yaml",
     "`config/common.yaml`": "config.yaml+common.yaml",
+    "`config/families.yaml`": "config.yaml+families.yaml",
     "`config/study.yaml`, target `study`": "config.yaml+study.yaml:study",
     "`config/smoke.yaml`": "smoke.yaml",
     "`config/paper.yaml`": "paper.yaml",

@@ -142,3 +142,21 @@ def test_diagnosis_on_the_training_problems_counts_each_figure(tmp_path, tiny_mo
     assert all(s.startswith("strategy : difference table .") for s in d["examples"]["forced"])
     verdict = gate(tmp_path / "d.json", {"gate": False, "bounds": BOUNDS}, tmp_path / "r.json")
     assert not verdict["in_regime"]
+
+
+def test_a_base_model_whose_sft_never_passed_its_check_is_out_of_regime(tmp_path):
+    """Whatever its figures: an SFT that hit its step cap without passing is a failed base model
+    (unless regime.sft_check is false)."""
+    counts = {"hinted_rare_pass@1_hard": [[15, 16]] * 20, "unhinted_pass@1_hard": [[0, 16]] * 20}
+    diag = {"rl_prompts": {"counts": counts, "problems": list(range(20)), "samples_per_problem": 16},
+            "summary": {}, "seed": 0, "sft": {"passed": False, "steps": 1500, "final_execution": {"x": 0.9}}}
+    path = tmp_path / "d.json"
+    path.write_text(json.dumps(diag))
+    bounds = {"hinted_rare_pass@1_hard": {"min": 0.8}}
+    with pytest.raises(RegimeError, match="SFT ended at step 1500 without passing"):
+        gate(path, {"bounds": bounds}, tmp_path / "r.json")
+    assert not gate(path, {"bounds": bounds, "gate": False}, tmp_path / "r.json")["in_regime"]
+    assert gate(path, {"bounds": bounds, "sft_check": False}, tmp_path / "r.json")["in_regime"]
+    diag["sft"]["passed"] = True
+    path.write_text(json.dumps(diag))
+    assert gate(path, {"bounds": bounds}, tmp_path / "r.json")["in_regime"]

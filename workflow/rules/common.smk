@@ -27,6 +27,8 @@ GGUF_MODELS = PLAN.paths.GGUF_MODELS
 HUB_MODELS = PLAN.paths.HUB_MODELS
 HUB_OFFLINE = PLAN.paths.HUB_OFFLINE  # command prefix of jobs that load a base policy
 TRAIN_RETRIES = PLAN.resources.TRAIN_RETRIES
+# the families task's independence check (workflow/rules/families.smk): family, N, replicates
+FAMILY_CHECK = config.get("family_independence") or {}
 EVAL_RETRIES = PLAN.resources.EVAL_RETRIES
 
 
@@ -182,6 +184,7 @@ wildcard_constraints:
     ablation=r"pdrop|hint_sampling|distill",
     # a regime-map cell: share<s>, or share<s>_accuracy<a> on the map's second axis
     cell=r"share[0-9.]+(_accuracy[0-9.]+)?",
+    family=r"[a-z]+",  # the families task's (nudgerl.organism.families.FAMILIES)
 
 
 def scheduler_settings():

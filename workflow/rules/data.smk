@@ -7,6 +7,7 @@ if TASK == "organism":
             benchmarks=benchmark_files(),
         params:
             cfg=section("organism"),
+            task=config["base_model"].get("task", "single_family"),
             out_dir=lambda w, output: os.path.dirname(output.train),
         conda:
             "../envs/nudgerl.yaml"
@@ -15,7 +16,7 @@ if TASK == "organism":
         benchmark:
             f"{SHARED}/benchmarks/organism_data.tsv"
         shell:
-            "nudgerl make-data --params {params.cfg:q} --out-dir {params.out_dir} > {log} 2>&1"
+            "nudgerl make-data --params {params.cfg:q} --task {params.task} --out-dir {params.out_dir} > {log} 2>&1"
 
 else:
 

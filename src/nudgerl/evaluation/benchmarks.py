@@ -49,8 +49,9 @@ def grade_outputs(problems: list[dict], outputs, stats: GradeStats, parse_strate
             samples.append(row)
         n = len(outs)
         prow = {"id": p["id"], "n": n, "c": c, "pass@1": c / n}
-        if "hard" in p:
-            prow["hard"] = p["hard"]
+        for key in ("hard", "family", "rare_strategy"):  # the organism's: what exploration success reads
+            if key in p:
+                prow[key] = p[key]
         per_problem.append(prow)
     return samples, per_problem
 

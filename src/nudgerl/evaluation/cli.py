@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from nudgerl.arguments import add_command, add_job_arguments, json_arg, set_threads
-from nudgerl.evaluation import transfer_cli
+from nudgerl.evaluation import family_cli, transfer_cli
 from nudgerl.evaluation.model_arguments import add_model_arguments, prompt_template
 
 
@@ -86,7 +86,7 @@ def _evaluate(args, out: Path, started: float) -> None:
                                                evaluate_model)
     from nudgerl.evaluation.sampling import sampling_params, vllm_engine_kwargs
     from nudgerl.io import atomic_write_text, read_problems, write_provenance
-    from nudgerl.organism.task import parse_strategy
+    from nudgerl.organism.families import parse_strategy  # every task's strategy names (a superset)
 
     p = args.params
     template = prompt_template(args)
@@ -117,7 +117,7 @@ def cmd_curve_eval(args) -> None:
     from nudgerl.evaluation.curves import checkpoint_models, evaluate_checkpoints
     from nudgerl.evaluation.sampling import sampling_params, vllm_engine_kwargs
     from nudgerl.io import read_problems, write_provenance
-    from nudgerl.organism.task import parse_strategy
+    from nudgerl.organism.families import parse_strategy  # every task's strategy names (a superset)
 
     curve = args.params.get("curve", {})
     every = curve.get("every", 10)
@@ -175,3 +175,4 @@ def register(subparsers) -> None:
     add_model_arguments(p)
 
     transfer_cli.register(subparsers)  # transfer-probe, transfer-page
+    family_cli.register(subparsers)  # family-split, family-independence, family-independence-page

@@ -11,15 +11,16 @@ from __future__ import annotations
 
 from collections import Counter
 
-from nudgerl.organism import task
+from nudgerl.organism.base_config import record_rare_strategy, record_task
 from nudgerl.table_text import markdown_table
 
 def _condition(model, tokenizer, problems, params, hint):
     from nudgerl.evaluation.benchmarks import evaluate_benchmark
 
     samples, per_problem, summary = evaluate_benchmark(
-        model, tokenizer, problems, params, [1], parse_strategy=task.parse_strategy, hint=hint
+        model, tokenizer, problems, params, [1], parse_strategy=record_task(problems[0]).parse_strategy, hint=hint
     )
+    rare_of = {p["id"]: record_rare_strategy(p) for p in problems}
     hard_ids = {p["id"] for p in problems if p.get("hard")}
     hard = [r["pass@1"] for r in per_problem if r["id"] in hard_ids]
     easy = [r["pass@1"] for r in per_problem if r["id"] not in hard_ids]
@@ -32,6 +33,9 @@ def _condition(model, tokenizer, problems, params, hint):
         "pass@1_easy": sum(easy) / len(easy) if easy else None,
         "strategy_share": {k: usage[k] / total for k in sorted(usage)},
         "strategy_accuracy": {k: correct_by[k] / usage[k] for k in sorted(usage)},
+        # each problem's own always-right strategy (one strategy in the single-family task)
+        "own_rare_share": sum(s["strategy"] == rare_of[s["id"]] for s in samples) / total,
+        "pass@1_by_problem": {r["id"]: r["pass@1"] for r in per_problem},
         "samples": total,
         "grader": summary["grader"],
     }
@@ -42,25 +46,34 @@ def diagnose_base(model_dir: str, problems: list[dict], p: dict) -> dict:
 
     model, tokenizer = load_policy(model_dir)
     params = sampling_params(p, p.get("samples_per_problem", 16))
+    spec = record_task(problems[0])
     unhinted = _condition(model, tokenizer, problems, params, None)
     hinted = {
-        name: _condition(model, tokenizer, problems, params, task.hint_line(name)) for name in task.STRATEGIES
+        name: _condition(model, tokenizer, problems, params, spec.hint_line(name)) for name in spec.STRATEGIES
     }
-    rare = task.RARE_CORRECT_STRATEGY
-    rare_share = unhinted["strategy_share"].get(rare, 0.0)
+    rare_of = {q["id"]: record_rare_strategy(q) for q in problems}
+    # the families task: "the always-right strategy" is each problem's own, so the share and the
+    # hinted pass@1 are taken problem by problem (hinted with that problem's own strategy)
+    rare = next(iter(set(rare_of.values()))) if len(set(rare_of.values())) == 1 else "own_family_strategy"
+    rare_share = unhinted["own_rare_share"]
+
+    def hinted_own(ids):
+        rates = [hinted[rare_of[i]]["pass@1_by_problem"][i] for i in ids]
+        return sum(rates) / len(rates) if rates else None
+
     summary = {
         "unhinted_pass@1": unhinted["pass@1"],
         "unhinted_pass@1_hard": unhinted["pass@1_hard"],
         "rare_strategy": rare,
         "rare_strategy_share_unhinted": rare_share,
-        "dominant_strategy": task.DOMINANT_STRATEGY,
-        "dominant_strategy_share_unhinted": unhinted["strategy_share"].get(task.DOMINANT_STRATEGY, 0.0),
+        "dominant_strategy": spec.DOMINANT_STRATEGY,
+        "dominant_strategy_share_unhinted": unhinted["strategy_share"].get(spec.DOMINANT_STRATEGY, 0.0),
         "hinted_pass@1": {k: v["pass@1"] for k, v in hinted.items()},
         "hinted_pass@1_hard": {k: v["pass@1_hard"] for k, v in hinted.items()},
         "hint_followed": {k: v["strategy_share"].get(k, 0.0) for k, v in hinted.items()},
     }
-    summary["hinted_rare_pass@1"] = hinted[rare]["pass@1"]
-    summary["hinted_rare_pass@1_hard"] = hinted[rare]["pass@1_hard"]
+    summary["hinted_rare_pass@1"] = hinted_own([q["id"] for q in problems])
+    summary["hinted_rare_pass@1_hard"] = hinted_own([q["id"] for q in problems if q.get("hard")])
     return {
         "summary": summary,
         "problems": len(problems),
@@ -132,25 +145,28 @@ def diagnose_rl_prompts(model_dir: str, problems: list[dict], p: dict) -> dict:
     if not hard:
         raise ValueError("diagnosis on the RL prompts: the training set has no hard problems")
     model, tokenizer = load_policy(model_dir)
-    rare = task.RARE_CORRECT_STRATEGY
-    prefix = task.chosen_prefix(rare)
+    spec = record_task(hard[0])
+    rare = {q["id"]: record_rare_strategy(q) for q in hard}  # the families task: each problem's own
+    prefix = {i: spec.chosen_prefix(s) for i, s in rare.items()}
 
     def sample(prompts, offset):
         params = sampling_params(p, p["samples"], seed=p.get("seed", 0) + offset)
         return [[t for t, _ in outs] for outs in generate(model, tokenizer, prompts, params)]
 
-    unhinted = sample([chat_prompt(tokenizer, task.prompt_text(q["problem"])) for q in hard], 0)
-    forced = sample([chat_prompt(tokenizer, task.prompt_text(q["problem"])) + prefix for q in hard], 1)
-    hinted = sample([chat_prompt(tokenizer, task.prompt_text(q["problem"], task.hint_line(rare))) for q in hard], 2)
+    unhinted = sample([chat_prompt(tokenizer, spec.prompt_text(q["problem"])) for q in hard], 0)
+    forced = sample([chat_prompt(tokenizer, spec.prompt_text(q["problem"])) + prefix[q["id"]] for q in hard], 1)
+    hinted = sample([chat_prompt(tokenizer, spec.prompt_text(q["problem"], spec.hint_line(rare[q["id"]])))
+                     for q in hard], 2)
     counts = {f: [] for f in ("unhinted_pass@1_hard", "rare_strategy_share_unhinted", "rare_strategy_accuracy_chosen",
                               "rare_strategy_accuracy_unhinted", "hinted_rare_pass@1_hard")}
     for q, u, f, h in zip(hard, unhinted, forced, hinted):
         right = [grade(t, q["answer"]) > 0 for t in u]
-        chose = [task.parse_strategy(t) == rare for t in u]
+        chose = [spec.parse_strategy(t) == rare[q["id"]] for t in u]
         counts["unhinted_pass@1_hard"].append([sum(right), len(u)])
         counts["rare_strategy_share_unhinted"].append([sum(chose), len(u)])
         counts["rare_strategy_accuracy_chosen"].append([sum(r and c for r, c in zip(right, chose)), sum(chose)])
-        counts["rare_strategy_accuracy_unhinted"].append([sum(grade(f"{prefix} {t}", q["answer"]) > 0 for t in f),
+        counts["rare_strategy_accuracy_unhinted"].append([sum(grade(f"{prefix[q['id']]} {t}", q["answer"]) > 0
+                                                               for t in f),
                                                            len(f)])
         counts["hinted_rare_pass@1_hard"].append([sum(grade(t, q["answer"]) > 0 for t in h), len(h)])
     return {
@@ -158,5 +174,5 @@ def diagnose_rl_prompts(model_dir: str, problems: list[dict], p: dict) -> dict:
         "samples_per_problem": p["samples"],
         "sampler": {k: p[k] for k in ("temperature", "top_p", "max_new_tokens")},
         "counts": counts,
-        "examples": {"forced": [f"{prefix} {t}" for t in forced[0][:2]], "unhinted": unhinted[0][:2]},
+        "examples": {"forced": [f"{prefix[hard[0]['id']]} {t}" for t in forced[0][:2]], "unhinted": unhinted[0][:2]},
     }

@@ -97,11 +97,18 @@ def gate(diagnosis_path: str | Path, regime: dict, out: str | Path) -> dict:
     # the diagnosis's other figures are reported with their intervals, without a bound
     reported = {f: {} for f in rl["counts"] if f in FIGURES and f not in bounds}
     rows = check(rl["counts"], {**bounds, **reported}, regime.get("confidence", DEFAULT_CONFIDENCE))
-    failed = [r for r in rows if not r["ok"]]
+    failed = [describe_failure(r) for r in rows if not r["ok"]]
+    sft = diagnosis.get("sft") or {}
+    if regime.get("sft_check", True) and sft.get("passed") is False:
+        # an SFT that reached its step cap without executing every strategy is a failed base
+        # model, whatever its figures happen to be on this machine
+        failed.append(f"the base model's SFT ended at step {sft.get('steps')} without passing its execution check "
+                      f"(final execution {sft.get('final_execution')})")
     verdict = {
         "diagnosis": str(diagnosis_path),
         "seed": diagnosis.get("seed"),
         "in_regime": not failed,
+        "failures": failed,
         "gate": bool(regime.get("gate", True)),
         "figures": rows,
         "rl_prompts": {k: rl[k] for k in ("samples_per_problem", "sampler") if k in rl} | {"problems": len(rl["problems"])},
@@ -117,7 +124,7 @@ def gate(diagnosis_path: str | Path, regime: dict, out: str | Path) -> dict:
         # Snakemake deletes a failed job's output, so the gate stays shut on the next run;
         # the rule's log keeps the lines printed above
         raise RegimeError(f"{diagnosis_path}: base model outside the regime, no RL job will start: "
-                          + "; ".join(describe_failure(r) for r in failed)
+                          + "; ".join(failed)
                           + " (fix the base model config, or set regime.gate: false to train anyway)")
     return verdict
 

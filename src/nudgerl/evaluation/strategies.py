@@ -18,7 +18,7 @@ StrategyLabeler = Callable[[dict, list[str]], list[str]]
 
 def organism_labeler(problem: dict, completions: list[str]) -> list[str]:
     """The organism's traces declare their strategy: ``strategy : difference table . ...``."""
-    from nudgerl.organism.task import parse_strategy
+    from nudgerl.organism.families import parse_strategy  # every task's strategy names (a superset)
 
     return [parse_strategy(c) for c in completions]
 

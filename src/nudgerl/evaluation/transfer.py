@@ -264,9 +264,15 @@ def sample_ids(model, tokenizer, prompts: list[list[int]], n: int, temperature: 
 # ---------------------------------------------------------------- the probe
 
 
-def _problem_hints(records: list[dict], pool_path: str | None, hint: str) -> list[list[str]]:
+def _problem_hints(records: list[dict], pool_path: str | None, hint: str | None) -> list[list[str]]:
+    """Per problem, the hints probed: its pool's, ``hint``, or (neither given) the hint naming the
+    problem's own always-right strategy (the families task: its family's)."""
     if pool_path is None:
-        return [[hint] for _ in records]
+        if hint is not None:
+            return [[hint] for _ in records]
+        from nudgerl.organism.base_config import record_rare_strategy, record_task
+
+        return [[record_task(r).STRATEGIES[record_rare_strategy(r)].hint] for r in records]
     from nudgerl.io import read_jsonl
 
     pools = {r["id"]: r.get("hints") or [] for r in read_jsonl(pool_path)}
@@ -311,7 +317,7 @@ def run_probe(model_dir: str, problems_path: str, out: str, *, pool_path: str | 
               hint: str | None = None, style: str = "organism", trajectories: str = "successes",
               samples: int = 8, fraction: float = 0.2, seed: int = 0, hard_only: bool = True,
               max_problems: int | None = None, probe_per_problem: int | None = None, temperature: float = 1.0,
-              top_p: float = 1.0, max_new_tokens: int = task.MAX_TRACE_TOKENS, batch_size: int = 64,
+              top_p: float = 1.0, max_new_tokens: int | None = None, batch_size: int = 64,
               level: float = 0.95, n_boot: int = 2000, label: str | None = None, log=print) -> dict:
     """Probe a model and write ``out`` (JSON) and its provenance sidecar.
 
@@ -320,6 +326,7 @@ def run_probe(model_dir: str, problems_path: str, out: str, *, pool_path: str | 
     xh and of x0 at ``temperature``; graded by the project's grader. ``trajectories``:
     ``successes`` probes the correct hinted rollouts (what NudgeRL reinforces), ``all`` every
     hinted rollout (when the model is right too rarely for successes to be more than luck).
+    ``max_new_tokens`` (default): the longest trace of the problems' organism task.
     ``probe_per_problem``: probe at most this many of a problem's trajectories (the first ones;
     a 135M model's four backward passes per trajectory are what the probe's time goes to), while
     every sample still counts in the success rates.
@@ -332,9 +339,13 @@ def run_probe(model_dir: str, problems_path: str, out: str, *, pool_path: str | 
 
     if trajectories not in ("successes", "all"):
         raise ValueError(f"trajectories must be 'successes' or 'all', got {trajectories!r}")
-    hint = hint or task.STRATEGIES[task.RARE_CORRECT_STRATEGY].hint
+    from nudgerl.organism.base_config import record_task
+
     started = time.monotonic()
     records = select_problems(read_problems(problems_path), hard_only, max_problems)
+    if not records:
+        raise ValueError(f"{problems_path}: no problems to probe (hard_only={hard_only})")
+    max_new_tokens = max_new_tokens or record_task(records[0]).MAX_TRACE_TOKENS
     model, tokenizer = load_policy(model_dir)
     model.float()  # gradients in float32 (a converted GGUF folder may be bf16)
     hints = _problem_hints(records, pool_path, hint)
@@ -450,6 +461,12 @@ def _said(settings: dict) -> str:
     return f" (said: {settings['words_hints'][strategy]!r})"
 
 
+def _hint_said(st: dict) -> str:
+    if st["pool"]:
+        return f"from the pool {st['pool']!r}"
+    return repr(st["hint"]) if st["hint"] else "naming each problem's own always-right strategy"
+
+
 def _probed_note(r: dict) -> str:
     """How many probed trajectories the grader marks right, where not all are (``all``)."""
     trajs = [t for p in r["problems"] for t in p["trajectories"]]
@@ -504,7 +521,7 @@ def transfer_page(results: list[dict], sources: list[str], command: str) -> str:
         st = r["settings"]
         lines.append(f"- {r['label']}: `{src}`, model `{r['model']}`, {st['samples']} samples per prompt at "
                      f"temperature {st['temperature']:g}, max {st['max_new_tokens']} new tokens, hint "
-                     f"{'from the pool ' + repr(st['pool']) if st['pool'] else repr(st['hint'])}{_said(st)}, "
+                     f"{_hint_said(st)}{_said(st)}, "
                      f"{r['summary']['problems_probed']} problems probed"
                      f"{_probed_note(r)}, {r['seconds']:.0f} s, code "
                      f"{r['provenance']['code_version']}, {r['provenance']['machine']['cpu_model']}.")

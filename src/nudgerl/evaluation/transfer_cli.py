@@ -37,14 +37,13 @@ def cmd_transfer_page(args) -> None:
 
 def register(subparsers) -> None:
     from nudgerl.evaluation.transfer import STYLES
-    from nudgerl.organism.task import MAX_TRACE_TOKENS
 
     p = add_command(subparsers, "transfer-probe", cmd_transfer_probe,
                     "what a gradient step on hinted successes gives the hint-free policy")
     p.add_argument("--model", required=True, help="a model folder (the organism's base model, a converted GGUF)")
     p.add_argument("--problems", required=True, help="problems JSONL (id, problem, answer; the organism's terms, hard)")
     p.add_argument("--pool", help="pools JSONL: every hint of a problem's pool (default: --hint on every problem)")
-    p.add_argument("--hint", help="the hint on every problem (default: the organism's always-right strategy's)")
+    p.add_argument("--hint", help="the hint on every problem (default: each problem's own always-right strategy's)")
     p.add_argument("--style", choices=STYLES, default="organism",
                    help="organism: the organism's prompt and hint line; words: the problem and hint in English")
     p.add_argument("--trajectories", choices=("successes", "all"), default="successes",
@@ -58,7 +57,7 @@ def register(subparsers) -> None:
     p.add_argument("--all-problems", action="store_true", help="easy problems too (default: hard ones only)")
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--top-p", type=float, default=1.0)
-    p.add_argument("--max-new-tokens", type=int, default=MAX_TRACE_TOKENS)
+    p.add_argument("--max-new-tokens", type=int, help="default: the longest trace of the problems' task")
     p.add_argument("--batch-size", type=int, default=64, help="sequences per generate call")
     p.add_argument("--level", type=float, default=0.95, help="bootstrap interval level")
     p.add_argument("--bootstrap-samples", type=int, default=2000)

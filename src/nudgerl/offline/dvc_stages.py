@@ -160,6 +160,7 @@ def register_run(config: dict, root: str | Path = ".") -> list[str]:
 
         rt = YAML()
         rt.preserve_quotes = True
+        rt.width = 4096  # a one-line list stays on one line however many runs it lists
         data = rt.load(text)
         # quoted where a YAML 1.1 reader would take the bare word for something else (yes, on, 1)
         item = run if yaml.safe_load(run) == run else SingleQuotedScalarString(run)

@@ -56,11 +56,11 @@ class OracleConfig(HelperEndpointConfig):
 
 class OrganismOracleBackend:
     def propose(self, record: dict) -> tuple[dict, dict]:
-        from nudgerl.organism import task
+        from nudgerl.organism.base_config import record_rare_strategy, record_task
 
         if "terms" not in record:
             raise OracleError(f"problem {record['id']!r} has no 'terms': not an organism problem")
-        return {"solution": task.trace(record["terms"], task.RARE_CORRECT_STRATEGY), "attempts": 1}, {}
+        return {"solution": record_task(record).trace(record["terms"], record_rare_strategy(record)), "attempts": 1}, {}
 
 
 class OpenAIOracleBackend:

@@ -102,17 +102,21 @@ class OrganismHintBackend:
     def __init__(self, cfg: PoolConfig):
         from nudgerl.organism import task
 
-        self.task = task
         self.cfg = cfg
         if not 1 <= cfg.n <= len(task.STRATEGIES):
             raise ValueError(f"organism pools hold 1..{len(task.STRATEGIES)} hints, got n={cfg.n}")
 
     def propose(self, record: dict) -> tuple[list[str], dict]:
-        task = self.task
+        """The problem's always-right strategy with probability p_correct, the rest of the
+        catalogue (the habit, distractors and, in the families task, the other families'
+        strategies) filling the pool."""
+        from nudgerl.organism.base_config import record_rare_strategy, record_task
+
+        task, right = record_task(record), record_rare_strategy(record)
         rng = random.Random(f"{self.cfg.seed}:{record['id']}")
-        wrong = [s for s in task.STRATEGIES if s != task.RARE_CORRECT_STRATEGY]
+        wrong = [s for s in task.STRATEGIES if s != right]
         if rng.random() < self.cfg.p_correct:
-            chosen = [task.RARE_CORRECT_STRATEGY] + rng.sample(wrong, self.cfg.n - 1)
+            chosen = [right] + rng.sample(wrong, self.cfg.n - 1)
         else:
             chosen = rng.sample(wrong, min(self.cfg.n, len(wrong)))
         rng.shuffle(chosen)

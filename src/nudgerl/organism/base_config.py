@@ -51,6 +51,34 @@ class BaseModelConfig:
             "difference_table": 0.5,
         }
     )
+    # Which task: "single_family" (nudgerl.organism.task: one rare strategy for every hard
+    # problem) or "families" (nudgerl.organism.families: each family its own rare strategy).
+    task: str = "single_family"
+    # Of the hinted examples, the share whose trace follows the hint; the rest ignore it and draw
+    # from the unhinted mixture. 1.0: a hint dictates (the single-family task). Below 1 a hint
+    # nudges: the hinted choice stays a distribution, so a hinted success still carries gradient.
+    hint_following: float = 1.0
+    # The families task: an unhinted trace's strategy by its role on the problem's family
+    # (own_rare: the family's always-right strategy; other_rare: the other families' ones, split
+    # evenly), and a hinted example's named strategy, by role.
+    family_strategy_weights: dict[str, float] = field(
+        default_factory=lambda: {
+            "common_difference": 0.77,
+            "first_difference": 0.17,
+            "sum_of_last_two": 0.05,
+            "own_rare": 0.005,
+            "other_rare": 0.005,
+        }
+    )
+    family_hinted_weights: dict[str, float] = field(
+        default_factory=lambda: {
+            "common_difference": 0.1,
+            "first_difference": 0.1,
+            "sum_of_last_two": 0.1,
+            "own_rare": 0.4,
+            "other_rare": 0.3,
+        }
+    )
     hidden_size: int = 64
     intermediate_size: int = 192
     num_layers: int = 3
@@ -75,19 +103,56 @@ class BaseModelConfig:
     def from_dict(cls, d: dict, section: str = "base_model") -> BaseModelConfig:
         """From the ``base_model`` section (plus the replicate's seed): an unknown key is an error."""
         cfg = from_section(cls, d, section)
+        if cfg.task not in TASKS:
+            raise ValueError(f"config key '{section}.task': {cfg.task!r} is not one of {sorted(TASKS)}")
+        if not 0 <= cfg.hint_following <= 1:
+            raise ValueError(f"config key '{section}.hint_following': {cfg.hint_following} is not in [0, 1]")
+        if cfg.task == "families" and cfg.unhinted_rare_accuracy != 1:
+            raise ValueError(f"config key '{section}.unhinted_rare_accuracy': the families task has no "
+                             "misexecuted traces (leave it at 1)")
         if not 0 <= cfg.unhinted_rare_accuracy <= 1:
             raise ValueError(f"config key '{section}.unhinted_rare_accuracy': {cfg.unhinted_rare_accuracy} is not in "
                              "[0, 1]")
         return cfg
 
 
+# The organism's tasks, by the name `base_model.task` gives: modules with the same names.
+TASKS = {"single_family": "nudgerl.organism.task", "families": "nudgerl.organism.families"}
+
+
+def task_module(cfg: BaseModelConfig):
+    """The module of ``cfg``'s task (:mod:`nudgerl.organism.task` or :mod:`~nudgerl.organism.families`)."""
+    import importlib
+
+    return importlib.import_module(TASKS[cfg.task])
+
+
+def record_task(record: dict):
+    """The task module an organism problem record comes from (a families record names its family)."""
+    import importlib
+
+    return importlib.import_module(TASKS["families" if "family" in record else "single_family"])
+
+
+def record_rare_strategy(record: dict) -> str:
+    """The always-right strategy of an organism problem record: its family's, or the single one."""
+    if "rare_strategy" in record:
+        return record["rare_strategy"]
+    from nudgerl.organism.task import RARE_CORRECT_STRATEGY
+
+    return RARE_CORRECT_STRATEGY
+
+
 # What phase 1 (the arithmetic drill) depends on, and nothing else: the SFT mixture is not
 # among them, so the regime map's base models of one replicate seed share one drilled model.
-DRILL_KEYS = ("seed", "arithmetic_drills", "drill_epochs", "batch_size", "learning_rate", "warmup_steps",
+DRILL_KEYS = ("seed", "task", "arithmetic_drills", "drill_epochs", "batch_size", "learning_rate", "warmup_steps",
               "weight_decay", "hidden_size", "intermediate_size", "num_layers", "num_heads")
 
 
 def drill_config(cfg: BaseModelConfig) -> dict:
     import torch
 
-    return {**{k: getattr(cfg, k) for k in DRILL_KEYS}, "threads": torch.get_num_threads()}
+    out = {**{k: getattr(cfg, k) for k in DRILL_KEYS}, "threads": torch.get_num_threads()}
+    if cfg.task == "single_family":  # drilled folders from before the families task have no "task"
+        del out["task"]
+    return out

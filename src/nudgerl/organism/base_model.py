@@ -17,8 +17,8 @@ from pathlib import Path
 # DRILL_KEYS, DRILL_RNG and _encode are not used here: with the other names imported, they keep
 # what this module defined before its split importable from it (workflow_plan, tests).
 from nudgerl.organism import task
-from nudgerl.organism.base_config import DRILL_KEYS, BaseModelConfig, drill_config  # noqa: F401
-from nudgerl.organism.checks import execution_check, unhinted_strategy_prior
+from nudgerl.organism.base_config import DRILL_KEYS, BaseModelConfig, drill_config, task_module  # noqa: F401
+from nudgerl.organism.checks import execution_check, family_strategy_prior, unhinted_strategy_prior
 from nudgerl.organism.rng_state import DRILL_RNG, restore_rng_state, save_rng_state  # noqa: F401
 from nudgerl.organism.sft_data import _Corpus, _encode, drill_examples, sft_examples  # noqa: F401
 from nudgerl.organism.sft_schedule import SFTSchedule
@@ -97,8 +97,11 @@ def _sft_phase(model, tokenizer, cfg: BaseModelConfig, gen, log) -> tuple[list, 
     """Phase 2: SFT on traces, checked every ``check_every`` steps (:class:`SFTSchedule`)."""
     import torch
 
+    spec = task_module(cfg)
     corpus = _Corpus(tokenizer, sft_examples(cfg), cfg.batch_size, gen)
-    check_set = task.validation_problems(cfg.seed, cfg.check_problems)
+    check_set = spec.validation_problems(cfg.seed, cfg.check_problems)
+    # a hint that only nudges: the hinted check gives the choice too (execution is checked)
+    check = dict(spec=spec, choice_after_hint=cfg.hint_following < 1)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
     schedule = SFTSchedule(max(1, min(cfg.warmup_steps, cfg.cycle_steps // 10)), cfg.cycle_steps, cfg.anneal_steps,
                            cfg.max_steps)
@@ -117,8 +120,8 @@ def _sft_phase(model, tokenizer, cfg: BaseModelConfig, gen, log) -> tuple[list, 
         opt.zero_grad(set_to_none=True)
         step += 1
         if passed_at is None and step % cfg.check_every == 0:
-            scores = execution_check(model, tokenizer, check_set)
-            chosen = execution_check(model, tokenizer, check_set, chosen=True, misexecuted=misexecuted)
+            scores = execution_check(model, tokenizer, check_set, **check)
+            chosen = execution_check(model, tokenizer, check_set, chosen=True, misexecuted=misexecuted, **check)
             checks.append({"step": step, "execution": scores, "execution_chosen": chosen})
             log(f"sft step {step} loss {loss.item():.4f} execution {scores} chosen unhinted {chosen} "
                 f"({time.perf_counter() - t0:.0f}s)")
@@ -128,9 +131,9 @@ def _sft_phase(model, tokenizer, cfg: BaseModelConfig, gen, log) -> tuple[list, 
         if step % 100 == 0:
             history.append({"phase": "sft", "step": step, "loss": loss.item()})
     history.append({"phase": "sft", "step": step, "loss": loss.item()})
-    final = execution_check(model, tokenizer, check_set)
-    final_chosen = execution_check(model, tokenizer, check_set, chosen=True, misexecuted=misexecuted)
-    check = {
+    final = execution_check(model, tokenizer, check_set, **check)
+    final_chosen = execution_check(model, tokenizer, check_set, chosen=True, misexecuted=misexecuted, **check)
+    report = {
         "threshold": cfg.check_threshold,
         "problems": len(check_set),
         "passed_at_step": passed_at,
@@ -139,12 +142,14 @@ def _sft_phase(model, tokenizer, cfg: BaseModelConfig, gen, log) -> tuple[list, 
         "final_execution": final,
         "final_execution_chosen": final_chosen,
         "passed": min(final.values()) >= cfg.check_threshold and min(final_chosen.values()) >= cfg.check_threshold,
-        "unhinted_strategy_prior": unhinted_strategy_prior(model, tokenizer, check_set),
+        "unhinted_strategy_prior": unhinted_strategy_prior(model, tokenizer, check_set, spec),
+        **({"family_strategy_prior": family_strategy_prior(model, tokenizer, check_set, spec)}
+           if hasattr(spec, "FAMILIES") else {}),
         "history": checks,
     }
     log(f"sft done at step {step}: check passed at {passed_at}, final execution {final}, chosen unhinted "
         f"{final_chosen}")
-    return history, check
+    return history, report
 
 
 # In a drilled model's folder: its drill settings (drill_config), seconds and loss history.
@@ -154,11 +159,11 @@ DRILL_REPORT = "drill_report.json"
 def _fresh_start(cfg: BaseModelConfig):
     import torch
 
-    from nudgerl.organism.tokenizer import build_tokenizer
+    from nudgerl.organism.tokenizer import task_tokenizer
 
     torch.manual_seed(cfg.seed)
     gen = torch.Generator().manual_seed(cfg.seed)
-    tokenizer = build_tokenizer()
+    tokenizer = task_tokenizer(task_module(cfg))
     return tokenizer, new_model(tokenizer, cfg), gen
 
 
@@ -183,7 +188,7 @@ def _drilled_start(cfg: BaseModelConfig, drilled: Path):
     import torch
     from transformers import LlamaForCausalLM
 
-    from nudgerl.organism.tokenizer import build_tokenizer
+    from nudgerl.organism.tokenizer import task_tokenizer
 
     report_path = drilled / DRILL_REPORT
     if not report_path.exists():
@@ -195,7 +200,7 @@ def _drilled_start(cfg: BaseModelConfig, drilled: Path):
     if wrong:
         raise ValueError(f"{report_path}: drilled with other settings: {'; '.join(wrong)}")
     model = LlamaForCausalLM.from_pretrained(drilled, dtype=torch.float32)
-    tokenizer = build_tokenizer()
+    tokenizer = task_tokenizer(task_module(cfg))
     gen = restore_rng_state(drilled)
     model.train()
     return tokenizer, model, gen, report

@@ -8,48 +8,55 @@ from nudgerl.organism import task
 
 
 def execution_check(model, tokenizer, problems: list, batch_size: int = 256, chosen: bool = False,
-                    misexecuted: frozenset[str] = frozenset()) -> dict[str, float]:
+                    misexecuted: frozenset[str] = frozenset(), spec=task, choice_after_hint: bool = False
+                    ) -> dict[str, float]:
     """Per strategy, the share of ``problems`` whose trace the model writes exactly (greedy):
     does it execute each strategy when told to, on problems it never trained on. ``chosen``:
     no hint; the trace's first words (the strategy's choice) are given and the rest is
     checked, i.e. execution once the unhinted policy has chosen the strategy itself.
     ``misexecuted``: strategies whose corpus also teaches a wrong last step there
-    (``unhinted_rare_accuracy`` < 1), so that trace counts as written too."""
+    (``unhinted_rare_accuracy`` < 1), so that trace counts as written too. ``spec``: the task
+    module. ``choice_after_hint``: hinted, the choice is given too (a hint that only nudges
+    leaves the greedy choice to the habit on some problems; execution is what is checked)."""
     import torch
 
     was_training = model.training
     model.eval()
     scores = {}
     with torch.no_grad():
-        for name in task.STRATEGIES:
-            start = task.chosen_prefix(name) if chosen else ""
-            prompts = [tokenizer.apply_chat_template([{"role": "user", "content": task.prompt_text(
-                p.text(), None if chosen else task.hint_line(name))}], tokenize=False, add_generation_prompt=True)
+        for name in spec.STRATEGIES:
+            start = spec.chosen_prefix(name) if chosen or choice_after_hint else ""
+            prompts = [tokenizer.apply_chat_template([{"role": "user", "content": spec.prompt_text(
+                p.text(), None if chosen else spec.hint_line(name))}], tokenize=False, add_generation_prompt=True)
                 + start for p in problems]
             right = 0
             for i in range(0, len(prompts), batch_size):
                 enc = tokenizer(prompts[i : i + batch_size], return_tensors="pt", padding=True,
                                 padding_side="left", add_special_tokens=False)
-                out = model.generate(**enc, max_new_tokens=task.MAX_TRACE_TOKENS, do_sample=False,
+                out = model.generate(**enc, max_new_tokens=spec.MAX_TRACE_TOKENS, do_sample=False,
                                      pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
                                      **GENERATE_CACHE)
                 texts = tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
                 right += sum(f"{start} {t.strip()}".strip() in (
-                    task.trace(p.terms, name), *([task.misexecuted_trace(p.terms, name)] if name in misexecuted else []))
+                    spec.trace(p.terms, name), *([spec.misexecuted_trace(p.terms, name)] if name in misexecuted else []))
                     for p, t in zip(problems[i:], texts))
             scores[name] = right / len(problems)
     model.train(was_training)
     return scores
 
 
-def unhinted_strategy_prior(model, tokenizer, problems: list) -> dict[str, float]:
+def unhinted_strategy_prior(model, tokenizer, problems: list, spec=task, hint: str | None = None) -> dict[str, float]:
     """The model's mean probability of each strategy's first word right after "strategy :"
-    with no hint: the habit prior the SFT mixture sets (compare unhinted_strategy_weights)."""
+    with no hint: the habit prior the SFT mixture sets (compare unhinted_strategy_weights).
+    ``hint``: the same under that hint line (how far a hint moves the choice)."""
     import torch
 
-    first = {n: tokenizer.convert_tokens_to_ids(s.words.split()[0]) for n, s in task.STRATEGIES.items()}
-    prompts = [tokenizer.apply_chat_template([{"role": "user", "content": task.prompt_text(p.text())}], tokenize=False,
-                                             add_generation_prompt=True) + "strategy :" for p in problems]
+    first = {n: tokenizer.convert_tokens_to_ids(s.words.split()[0]) for n, s in spec.STRATEGIES.items()}
+    if len(set(first.values())) != len(first):
+        raise ValueError("two strategies share a first word: the choice is not one token")
+    prompts = [tokenizer.apply_chat_template([{"role": "user", "content": spec.prompt_text(p.text(), hint)}],
+                                             tokenize=False, add_generation_prompt=True) + "strategy :"
+               for p in problems]
     was_training = model.training
     model.eval()
     with torch.no_grad():
@@ -57,3 +64,19 @@ def unhinted_strategy_prior(model, tokenizer, problems: list) -> dict[str, float
         probs = torch.softmax(model(**enc).logits[:, -1].float(), dim=-1)
     model.train(was_training)
     return {n: float(probs[:, t].mean()) for n, t in first.items()}
+
+
+def family_strategy_prior(model, tokenizer, problems: list, spec) -> dict[str, dict]:
+    """Per family (of ``spec``'s families task): the unhinted probability of each strategy's
+    choice, and under a hint naming the family's own always-right strategy, its probability
+    (``hinted_own``): where the rare choice starts, and how far a hint nudges it."""
+    out = {}
+    for fam in spec.FAMILIES.values():
+        mine = [p for p in problems if p.family == fam.name]
+        if not mine:
+            continue
+        unhinted = unhinted_strategy_prior(model, tokenizer, mine, spec)
+        hinted = unhinted_strategy_prior(model, tokenizer, mine, spec, spec.hint_line(fam.rare_strategy))
+        out[fam.name] = {"problems": len(mine), "own": fam.rare_strategy, "unhinted": unhinted,
+                         "unhinted_own": unhinted[fam.rare_strategy], "hinted_own": hinted[fam.rare_strategy]}
+    return out

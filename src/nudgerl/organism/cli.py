@@ -12,9 +12,12 @@ from nudgerl.arguments import add_command, add_job_arguments, json_arg, set_thre
 
 
 def cmd_make_data(args) -> None:
-    from nudgerl.io import write_jsonl, write_provenance
-    from nudgerl.organism import task
+    import importlib
 
+    from nudgerl.io import write_jsonl, write_provenance
+    from nudgerl.organism.base_config import TASKS
+
+    task = importlib.import_module(TASKS[args.task])
     org = args.params
     seed = org.get("seed", 0)
     out = Path(args.out_dir)
@@ -23,7 +26,7 @@ def cmd_make_data(args) -> None:
     specs = {k: (v["size"], v["hard_fraction"]) for k, v in org["benchmarks"].items()}
     for name, problems in task.evaluation_sets(seed, specs).items():
         write_jsonl(out / "eval" / f"{name}.jsonl", [p.to_record() for p in problems])
-    write_provenance(out / "train.jsonl", org, {"organism": seed},
+    write_provenance(out / "train.jsonl", {**org, "task": args.task}, {"organism": seed},
                      outputs=[out / "eval" / f"{name}.jsonl" for name in specs])
     print(f"wrote {len(train)} training problems and {len(specs)} benchmarks to {out}")
 
@@ -77,6 +80,8 @@ TITLE = "organism: the synthetic task's data and base model"
 def register(subparsers) -> None:
     p = add_command(subparsers, "make-data", cmd_make_data, "generate the organism's training split and benchmarks")
     p.add_argument("--params", type=json_arg, required=True, help="the 'organism' config section as JSON")
+    p.add_argument("--task", default="single_family", choices=["single_family", "families"],
+                   help="the organism's task (config base_model.task)")
     p.add_argument("--out-dir", required=True)
 
     p = add_command(subparsers, "train-base", cmd_train_base, "SFT the organism's tiny base model from scratch")

@@ -25,6 +25,8 @@ from nudgerl.organism.base_config import BaseModelConfig
 
 def sft_examples(cfg: BaseModelConfig) -> list[tuple[str, str]]:
     """(user message, assistant trace) pairs for SFT, seeded."""
+    if cfg.task == "families":
+        return family_sft_examples(cfg)
     rng = random.Random(f"sft:{cfg.seed}")
     names = list(cfg.unhinted_strategy_weights)
     weights = [cfg.unhinted_strategy_weights[n] for n in names]
@@ -59,8 +61,59 @@ def sft_examples(cfg: BaseModelConfig) -> list[tuple[str, str]]:
     return out
 
 
+def _by_role(weights: dict[str, float], own: str, others: list[str]) -> tuple[list[str], list[float]]:
+    """Strategy names and weights of a role mixture on a family whose rare strategy is ``own``:
+    ``other_rare``'s weight is split evenly over the other families' rare strategies."""
+    out: dict[str, float] = {}
+    for role, w in weights.items():
+        if role == "own_rare":
+            out[own] = out.get(own, 0.0) + w
+        elif role == "other_rare":
+            for o in others:
+                out[o] = out.get(o, 0.0) + w / len(others)
+        else:
+            out[role] = out.get(role, 0.0) + w
+    return list(out), list(out.values())
+
+
+def family_sft_examples(cfg: BaseModelConfig) -> list[tuple[str, str]]:
+    """The families task's SFT corpus, seeded. As the single-family one, except that the
+    unhinted mixture is per family (its own always-right strategy rare, by role) and a hinted
+    example follows its hint only ``hint_following`` of the time (else the unhinted mixture): a
+    hint nudges instead of dictating."""
+    from nudgerl.organism import families
+
+    rng = random.Random(f"sft:{cfg.seed}")
+    mixtures = {}
+    for fam in families.FAMILIES.values():
+        others = [r for r in families.RARE_STRATEGIES if r != fam.rare_strategy]
+        mixtures[fam.name] = (_by_role(cfg.family_strategy_weights, fam.rare_strategy, others),
+                              _by_role(cfg.family_hinted_weights, fam.rare_strategy, others))
+    out = []
+    for p in families.training_problems(cfg.seed, cfg.examples, cfg.hard_fraction, prefix="sft"):
+        (names, weights), (h_names, h_weights) = mixtures[p.family]
+        u = rng.random()
+        if u < cfg.hinted_fraction:
+            named = rng.choices(h_names, h_weights)[0]
+            strategy = named if rng.random() < cfg.hint_following else rng.choices(names, weights)[0]
+            out.append((families.prompt_text(p.text(), families.hint_line(named)), families.trace(p.terms, strategy)))
+        elif u < cfg.hinted_fraction + cfg.chosen_fraction:
+            strategy = rng.choices(h_names, h_weights)[0]
+            choice = families.chosen_prefix(strategy)
+            out.append((families.prompt_text(p.text()), families.trace(p.terms, strategy)[len(choice) + 1:], choice))
+        else:
+            strategy = rng.choices(names, weights)[0]
+            out.append((families.prompt_text(p.text()), families.trace(p.terms, strategy)))
+    out += [families.drill(f) for f in families.arithmetic_facts() for _ in range(cfg.arithmetic_replay)]
+    rng.shuffle(out)
+    return out
+
+
 def drill_examples(cfg: BaseModelConfig) -> list[tuple[str, str]]:
-    return [task.drill(f) for f in task.arithmetic_facts() for _ in range(cfg.arithmetic_drills)]
+    from nudgerl.organism.base_config import task_module
+
+    spec = task_module(cfg)
+    return [spec.drill(f) for f in spec.arithmetic_facts() for _ in range(cfg.arithmetic_drills)]
 
 
 def _encode(tokenizer, examples) -> tuple[list[list[int]], list[list[int]]]:

@@ -181,12 +181,12 @@ def evaluation_sets(seed: int, specs: dict[str, tuple[int, float]]) -> dict[str,
     return out
 
 
-def _add(x: int, y: int) -> tuple[str, int]:
+def add_step(x: int, y: int) -> tuple[str, int]:
     z = (x + y) % MODULUS
     return f"{x} + {y} = {z}", z
 
 
-def _sub(x: int, y: int) -> tuple[str, int]:
+def sub_step(x: int, y: int) -> tuple[str, int]:
     z = (x - y) % MODULUS
     return f"{x} - {y} = {z}", z
 
@@ -195,21 +195,21 @@ def solve(terms: tuple[int, ...] | list[int], strategy: str) -> tuple[list[str],
     """Apply a strategy to the four terms: returns (trace steps, predicted next term), mod 10."""
     t0, t1, t2, t3 = terms
     if strategy == "common_difference":
-        s1, d = _sub(t3, t2)
-        s2, nxt = _add(t3, d)
+        s1, d = sub_step(t3, t2)
+        s2, nxt = add_step(t3, d)
         return [s1, s2], nxt
     if strategy == "first_difference":
-        s1, d = _sub(t1, t0)
-        s2, nxt = _add(t3, d)
+        s1, d = sub_step(t1, t0)
+        s2, nxt = add_step(t3, d)
         return [s1, s2], nxt
     if strategy == "sum_of_last_two":
-        s1, nxt = _add(t2, t3)
+        s1, nxt = add_step(t2, t3)
         return [s1], nxt
     if strategy == "difference_table":
-        (e1, d1), (e2, d2), (e3, d3) = _sub(t1, t0), _sub(t2, t1), _sub(t3, t2)
-        (e4, s1), (e5, s2) = _sub(d2, d1), _sub(d3, d2)
-        e6, nd = _add(d3, s2)
-        e7, nxt = _add(t3, nd)
+        (e1, d1), (e2, d2), (e3, d3) = sub_step(t1, t0), sub_step(t2, t1), sub_step(t3, t2)
+        (e4, s1), (e5, s2) = sub_step(d2, d1), sub_step(d3, d2)
+        e6, nd = add_step(d3, s2)
+        e7, nxt = add_step(t3, nd)
         return [e1, e2, e3, e4, e5, e6, e7], nxt
     raise KeyError(f"unknown strategy {strategy!r}; known: {sorted(STRATEGIES)}")
 
@@ -245,15 +245,23 @@ def misexecuted_trace(terms, strategy: str) -> str:
     """A strategy's trace with its last step's operation swapped (+ for -, - for +), carried to
     the answer: the strategy chosen, then executed wrong. The answer is still right when the
     last step's second operand is 0 or 5 (mod 10), as x + y = x - y there."""
-    steps, _ = solve(terms, strategy)
+    return message(STRATEGIES[strategy].words, *misexecuted(solve(terms, strategy)[0]))
+
+
+def misexecuted(steps: list[str]) -> tuple[list[str], int]:
+    """``steps`` with the last one's operation swapped, and the answer that gives."""
     x, op, y = steps[-1].split(" = ")[0].split()
-    last, answer = (_sub if op == "+" else _add)(int(x), int(y))
-    return _message(strategy, [*steps[:-1], last], answer)
+    last, answer = (sub_step if op == "+" else add_step)(int(x), int(y))
+    return [*steps[:-1], last], answer
 
 
 def _message(strategy: str, steps: list[str], answer: int) -> str:
-    body = " . ".join(steps)
-    return f"strategy : {STRATEGIES[strategy].words} . {body} . answer : \\boxed{{ {answer} }}"
+    return message(STRATEGIES[strategy].words, steps, answer)
+
+
+def message(words: str, steps: list[str], answer: int) -> str:
+    """An assistant trace: the strategy's words, its steps, the answer boxed."""
+    return f"strategy : {words} . {' . '.join(steps)} . answer : \\boxed{{ {answer} }}"
 
 
 def chosen_prefix(strategy: str) -> str:

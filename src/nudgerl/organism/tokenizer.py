@@ -26,23 +26,26 @@ _FIXED_WORDS = (
 ).split()
 
 
-def vocabulary() -> list[str]:
+def vocabulary(task_words: list[str] | None = None) -> list[str]:
+    """The single-family task's words, then ``task_words`` (another task's: new ones appended, so
+    every word keeps its id)."""
     words = [PAD, BOS, EOS, UNK] + _FIXED_WORDS
     for s in STRATEGIES.values():
         words += s.words.split() + s.hint.split()
-    words += [str(i) for i in range(MAX_NUMBER + 1)]
+    words += [str(i) for i in range(MAX_NUMBER + 1)] + list(task_words or [])
     seen: dict[str, None] = {}
     for w in words:
         seen.setdefault(w, None)
     return list(seen)
 
 
-def build_tokenizer():
-    """A ``PreTrainedTokenizerFast`` with ChatML-style template; pad != eos."""
+def build_tokenizer(task_words: list[str] | None = None):
+    """A ``PreTrainedTokenizerFast`` with ChatML-style template; pad != eos. ``task_words``:
+    the extra words of a task other than the single-family one (``families.vocabulary_words()``)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    vocab = {w: i for i, w in enumerate(vocabulary())}
+    vocab = {w: i for i, w in enumerate(vocabulary(task_words))}
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token=UNK))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     # Join word pieces back with spaces; the grader sees "\boxed{ 26 }".
@@ -58,6 +61,11 @@ def build_tokenizer():
     fast.chat_template = CHAT_TEMPLATE
     fast.padding_side = "left"
     return fast
+
+
+def task_tokenizer(task_module):
+    """The tokenizer of a task module (:mod:`~nudgerl.organism.task` or one with ``vocabulary_words``)."""
+    return build_tokenizer(task_module.vocabulary_words() if hasattr(task_module, "vocabulary_words") else None)
 
 
 def save_tokenizer(out_dir: str | Path):

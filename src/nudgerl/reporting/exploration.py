@@ -21,17 +21,19 @@ from nudgerl.table_text import markdown_table
 
 
 def rare_uses(eval_dir: Path, benchmarks, strategy: str) -> tuple[int, int]:
-    """(samples using ``strategy``, samples) on the hard problems of one run's evaluation."""
+    """(samples using the always-right strategy, samples) on the hard problems of one run's
+    evaluation: ``strategy``, or a problem's own where its row names one (the families task)."""
     uses = samples = 0
     for bench in benchmarks:
-        hard = {r["id"] for r in read_jsonl(eval_dir / f"{bench}.problems.jsonl") if r.get("hard")}
+        hard = {r["id"]: r.get("rare_strategy", strategy)
+                for r in read_jsonl(eval_dir / f"{bench}.problems.jsonl") if r.get("hard")}
         for row in read_jsonl(eval_dir / f"{bench}.samples.jsonl"):
             if row["id"] in hard:
                 if "strategy" not in row:
                     raise ValueError(f"{eval_dir / f'{bench}.samples.jsonl'}: sample {row['id']}/{row.get('sample')} "
                                      "has no strategy label (exploration success needs organism runs)")
                 samples += 1
-                uses += row["strategy"] == strategy
+                uses += row["strategy"] == hard[row["id"]]
     return uses, samples
 
 
