@@ -318,9 +318,7 @@ def is_correct_strategy(problem: Problem, strategy: str) -> bool:
 
 def parse_strategy(completion: str) -> str:
     """Which strategy a trace declares, or ``"unknown"``."""
-    import re
-
-    m = re.search(r"strategy\s*:\s*([a-z ]+?)\s*\.", completion)
+    m = task.STRATEGY_RE.search(completion)
     return _STRATEGY_BY_WORDS.get(m.group(1).strip(), "unknown") if m else "unknown"
 
 

@@ -288,12 +288,13 @@ def prompt_text(problem_text: str, hint: str | None = None) -> str:
     return problem_text if hint is None else f"{hint} . {problem_text}"
 
 
-_STRATEGY_RE = re.compile(r"strategy\s*:\s*([a-z ]+?)\s*\.")
+# a trace's declared choice (the families task reads its traces with it too)
+STRATEGY_RE = re.compile(r"strategy\s*:\s*([a-z ]+?)\s*\.")
 
 
 def parse_strategy(completion: str) -> str:
     """Which strategy a trace declares, or ``"unknown"`` for a malformed trace."""
-    m = _STRATEGY_RE.search(completion)
+    m = STRATEGY_RE.search(completion)
     if not m:
         return "unknown"
     return _STRATEGY_BY_WORDS.get(m.group(1).strip(), "unknown")
