@@ -147,6 +147,15 @@ def test_sft_schedule_anneals_after_a_pass_and_restarts_without_one():
     factors = [slow.factor(t) for t in range(250)]
     assert slow.restarts == 2 and factors[110] == pytest.approx(0.5) and factors[210] == pytest.approx(0.25)
     assert not slow.done(249) and slow.done(250)
+    steady = SFTSchedule(warmup=10, cycle_steps=100, anneal_steps=20, max_steps=250, restart_peak=1.0)
+    assert [steady.factor(t) for t in (110, 210)] == pytest.approx([1.0, 1.0]) and steady.restarts == 2
+
+
+def test_restart_peak_outside_its_range_is_an_error_naming_the_key():
+    from nudgerl.organism.base_config import BaseModelConfig
+
+    with pytest.raises(ValueError, match="base_model.restart_peak"):
+        BaseModelConfig.from_dict({"restart_peak": 0})
 
 
 def test_chosen_examples_train_the_rest_of_the_trace_not_the_choice():

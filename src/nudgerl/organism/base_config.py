@@ -90,13 +90,15 @@ class BaseModelConfig:
     # Phase 2 (SFTSchedule): cosine cycles of cycle_steps; the execution check (every
     # strategy's hinted trace reproduced exactly, greedy, on >= check_threshold of
     # check_problems validation problems, every check_every steps) ends training early with
-    # a linear anneal of anneal_steps; a cycle without a pass is followed by one at half the
-    # peak, up to max_steps (then the failed check is reported and the regime gate decides).
+    # a linear anneal of anneal_steps; a cycle without a pass is followed by one at
+    # restart_peak times the peak, up to max_steps (then the failed check is reported and the
+    # regime gate decides).
     check_every: int = 50
     check_problems: int = 64
     check_threshold: float = 0.98
     cycle_steps: int = 600
     anneal_steps: int = 100
+    restart_peak: float = 0.5
     max_steps: int = 1500
 
     @classmethod
@@ -105,6 +107,8 @@ class BaseModelConfig:
         cfg = from_section(cls, d, section)
         if cfg.task not in TASKS:
             raise ValueError(f"config key '{section}.task': {cfg.task!r} is not one of {sorted(TASKS)}")
+        if not 0 < cfg.restart_peak <= 1:
+            raise ValueError(f"config key '{section}.restart_peak': {cfg.restart_peak} is not in (0, 1]")
         if not 0 <= cfg.hint_following <= 1:
             raise ValueError(f"config key '{section}.hint_following': {cfg.hint_following} is not in [0, 1]")
         if cfg.task == "families" and cfg.unhinted_rare_accuracy != 1:

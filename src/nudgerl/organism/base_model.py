@@ -104,7 +104,7 @@ def _sft_phase(model, tokenizer, cfg: BaseModelConfig, gen, log) -> tuple[list, 
     check = dict(spec=spec, choice_after_hint=cfg.hint_following < 1)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
     schedule = SFTSchedule(max(1, min(cfg.warmup_steps, cfg.cycle_steps // 10)), cfg.cycle_steps, cfg.anneal_steps,
-                           cfg.max_steps)
+                           cfg.max_steps, cfg.restart_peak)
     # chosen unhinted, the always-right strategy's wrong last step is taught too below accuracy 1
     misexecuted = frozenset({task.RARE_CORRECT_STRATEGY} if cfg.unhinted_rare_accuracy < 1 else ())
     model.train()

@@ -11,11 +11,12 @@ class SFTSchedule:
     Warm-up, then cosine cycles of ``cycle_steps``. The first check that passes turns the
     rest of the run into a linear anneal of ``anneal_steps`` from the current rate (a run
     that has learned stops early); a cycle that ends without a pass is followed by another at
-    half the previous peak (a slow run gets more training), up to ``max_steps``.
+    ``restart_peak`` times the previous peak (a slow run gets more training), up to ``max_steps``.
     """
 
-    def __init__(self, warmup: int, cycle_steps: int, anneal_steps: int, max_steps: int):
+    def __init__(self, warmup: int, cycle_steps: int, anneal_steps: int, max_steps: int, restart_peak: float = 0.5):
         self.warmup, self.cycle_steps, self.anneal_steps, self.max_steps = warmup, cycle_steps, anneal_steps, max_steps
+        self.restart_peak = restart_peak
         self.cycle_start, self.peak, self.anneal = warmup, 1.0, None  # anneal: (first step, factor there)
         self.restarts = 0
 
@@ -26,7 +27,7 @@ class SFTSchedule:
             start, f = self.anneal
             return max(0.0, f * (1 - (step - start) / self.anneal_steps))
         if step - self.cycle_start >= self.cycle_steps:  # the cycle ended without a pass
-            self.cycle_start, self.peak, self.restarts = step, self.peak / 2, self.restarts + 1
+            self.cycle_start, self.peak, self.restarts = step, self.peak * self.restart_peak, self.restarts + 1
         t = (step - self.cycle_start) / self.cycle_steps
         return self.peak * 0.5 * (1 + math.cos(math.pi * t))
 
