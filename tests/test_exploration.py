@@ -127,3 +127,52 @@ def test_table1_gives_each_method_its_exploration_success(tmp_path):
     assert "found" not in pd.read_csv(tmp_path / "without.csv").columns
     record = json.loads((tmp_path / "with.csv.provenance.json").read_text())
     assert record["config"]["exploration"]["success_share"] == 0.5
+
+
+def _write_family_run(root: Path, method: str, seed: int, found_families: set, samples=4):
+    """Two hard problems per family of FAMILY_STRATEGY: the run uses a family's own strategy on
+    all its samples when the family is in ``found_families``, else the habit."""
+    d = root / method / f"seed{seed}"
+    d.mkdir(parents=True)
+    problems = [{"id": f"{f}-{i}", "hard": True, "family": f, "rare_strategy": own}
+                for f, own in FAMILY_STRATEGY.items() for i in range(2)]
+    problems.append({"id": "easy", "hard": False, "family": "quadratic", "rare_strategy": "difference_table"})
+    (d / "bench.problems.jsonl").write_text("".join(json.dumps(p) + "\n" for p in problems))
+    rows = [{"id": p["id"], "sample": i,
+             "strategy": p["rare_strategy"] if p["family"] in found_families or not p["hard"] else "common_difference"}
+            for p in problems for i in range(samples)]
+    (d / "bench.samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+FAMILY_STRATEGY = {"quadratic": "difference_table", "doubling": "doubled_differences",
+                   "interleave": "every_other_term", "tripling": "tripled_differences"}
+
+
+def test_the_families_task_counts_families_found_per_run_and_tests_them_over_replicates(tmp_path):
+    """A run's Found is k of F families; a replicate counts as found only at k = F; the method's
+    families are summed and compared with the reference's by the paired sign-flip test."""
+    from nudgerl.reporting.exploration import render_markdown
+    from nudgerl.verdicts import sign_flip_p
+
+    found = {"grpo8": [set(), {"quadratic"}, set(), {"doubling"}],
+             "nudgerl8": [set(FAMILY_STRATEGY), {"quadratic", "tripling"}, {"interleave"}, {"doubling", "tripling"}]}
+    for method, per_seed in found.items():
+        for seed, fams in enumerate(per_seed):
+            _write_family_run(tmp_path, method, seed, fams)
+    rows = exploration_rows(tmp_path, list(found), [0, 1, 2, 3], ["bench"], RARE, 0.5)
+    assert list(rows.families_found) == [0, 1, 0, 1, 4, 2, 1, 2] and set(rows.families) == {4}
+    assert list(rows.found) == [False] * 4 + [True, False, False, False]
+    assert list(rows.hard_samples) == [32] * 8  # the easy problem never counts
+    assert rows.family_shares.iloc[5] == "doubling 0 / interleave 0 / quadratic 100 / tripling 100"
+    table = exploration_table(rows, "grpo8").set_index("method")
+    assert table.loc["nudgerl8", ["families_found", "family_slots"]].tolist() == [9, 16]
+    assert table.loc["nudgerl8", "families_rate"] == pytest.approx(9 / 16)
+    # paired by seed: differences 4, 1, 1, 1 -> all positive; two-sided exact p = 2 / 2^4
+    assert table.loc["nudgerl8", "p_families_vs_reference"] == pytest.approx(sign_flip_p([4, 1, 1, 1], "two-sided"))
+    assert table.loc["nudgerl8", "p_families_vs_reference"] == pytest.approx(0.125)
+    # the t interval over the four replicates' shares 1, .5, .25, .5 (scipy reference: mean .5625, sem .1573)
+    assert (table.loc["nudgerl8", "families_ci_low"], table.loc["nudgerl8", "families_ci_high"]) == \
+        pytest.approx((0.0619, 1.0), abs=1e-3)
+    md = render_markdown(exploration_table(rows, "grpo8"), rows, "grpo8", RARE, 0.5, 0.95)
+    assert "| nudgerl8 | 9 of 16 | 4 / 2 / 1 / 2 | 56 % [6, 100] |" in md
+    assert "each family's own, on its problems" in md

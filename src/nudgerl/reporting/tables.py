@@ -168,9 +168,12 @@ def _tex(text: str) -> Latex:
 
 
 def _found_cell(row) -> str:
-    """'k of n (rate % [low, high])' of a method's Avg row."""
-    return (f"{int(row.found)} of {int(row.found_replicates)} ({100 * row.found_rate:.0f} % "
+    """'k of n (rate % [low, high])' of a method's Avg row; with families, '; families k of n F'."""
+    cell = (f"{int(row.found)} of {int(row.found_replicates)} ({100 * row.found_rate:.0f} % "
             f"[{100 * row.found_ci_low:.0f}, {100 * row.found_ci_high:.0f}])")
+    if "families_found" in row and not pd.isna(row.families_found):
+        cell += f"; families {int(row.families_found)} of {int(row.family_slots)}"
+    return cell
 
 
 def add_exploration(df: pd.DataFrame, eval_root, methods, benchmarks, seeds, strategy: str, success_share: float,
@@ -182,8 +185,11 @@ def add_exploration(df: pd.DataFrame, eval_root, methods, benchmarks, seeds, str
     runs = exploration_rows(eval_root, methods, seeds, benchmarks, strategy, success_share)
     success = exploration_table(runs, methods[0], confidence).set_index("method")
     df = df.copy()
-    for col, src in (("found", "found"), ("found_replicates", "replicates"), ("found_rate", "rate"),
-                     ("found_ci_low", "ci_low"), ("found_ci_high", "ci_high")):
+    columns = [("found", "found"), ("found_replicates", "replicates"), ("found_rate", "rate"),
+               ("found_ci_low", "ci_low"), ("found_ci_high", "ci_high")]
+    if "families_found" in success:
+        columns += [("families_found", "families_found"), ("family_slots", "family_slots")]
+    for col, src in columns:
         df[col] = [success.at[m, src] if b == "avg" else np.nan for m, b in zip(df.method, df.benchmark)]
     return df
 
@@ -223,7 +229,10 @@ def render(df: pd.DataFrame, methods, benchmarks, seeds, samples, title="Table 1
                     f"strategy ({exploration['strategy'].replace('_', ' ')}) on more than "
                     f"{100 * exploration['success_share']:g} % of its samples on the hard benchmark problems, "
                     f"k of n with a {100 * exploration.get('confidence', 0.95):g} % exact (Clopper-Pearson) "
-                    f"interval (tables/exploration has each run's share and Fisher's test).")
+                    f"interval (tables/exploration has each run's share and Fisher's test)."
+                    + (" With families, a replicate counts as found when it found every family, and "
+                       "'families k of n' sums the families found over the replicates (tables/exploration: "
+                       "per replicate and family)." if "families_found" in df else ""))
     caption += aa_sentence
     rows, trows = [], []
     for m, label in zip(methods, labels):
