@@ -230,6 +230,24 @@ def cmd_results_pages(args) -> None:
                              "every table block and the provenance line match") + f" {args.results}")
 
 
+def cmd_prose_numbers(args) -> None:
+    import sys
+
+    from nudgerl.reporting.prose_numbers import ProseNumberError, check
+
+    try:
+        mismatches, seen = check(Path(args.root), write=args.write)
+    except (ProseNumberError, FileNotFoundError) as e:
+        raise SystemExit(f"nudgerl prose-numbers: error: {e}")
+    if mismatches and not args.write:
+        print(f"nudgerl prose-numbers: {len(mismatches)} of {seen} quoted numbers disagree with their sources:",
+              file=sys.stderr)
+        print("\n".join(f"  {m}" for m in mismatches), file=sys.stderr)
+        raise SystemExit(2)
+    print(f"{seen} quoted numbers " + (f"read; {len(mismatches)} rewritten from their sources" if args.write
+                                       else "match their sources"))
+
+
 def cmd_claims_by_regime(args) -> None:
     import sys
 
@@ -517,6 +535,12 @@ def register(subparsers) -> None:
                         "figure and diagnosis under --results)")
     p.add_argument("--out", help="also write the report here")
     p.add_argument("--html", help="and as an HTML page here (for snakemake --report)")
+
+    p = add_command(subparsers, "prose-numbers", cmd_prose_numbers,
+                    "check every number quoted in README.md and docs/ (<!--n:KEY-->) against its source "
+                    "(docs/numbers.yaml)")
+    p.add_argument("--root", default=".", help="the repository (default: here)")
+    p.add_argument("--write", action="store_true", help="put each source's value into the prose instead")
 
     p = add_command(subparsers, "results-pages", cmd_results_pages,
                     "one run's Markdown results page (its tables verbatim, provenance); --check it")

@@ -1,0 +1,88 @@
+"""Numbers quoted in README.md and docs/ against the generated files they come from
+(nudgerl.reporting.prose_numbers, docs/numbers.yaml)."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nudgerl.reporting.prose_numbers import ProseNumberError, check, load_registry, markdown_cell
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_every_quoted_number_in_the_repository_matches_its_source():
+    mismatches, seen = check(REPO)
+    assert mismatches == [] and seen >= 30
+
+
+@pytest.fixture
+def copy(tmp_path):
+    """The README, the registry and the generated pages it reads, in a scratch repository."""
+    (tmp_path / "docs" / "results").mkdir(parents=True)
+    shutil.copy(REPO / "README.md", tmp_path / "README.md")
+    shutil.copy(REPO / "docs" / "numbers.yaml", tmp_path / "docs" / "numbers.yaml")
+    for page in (REPO / "docs" / "results").glob("*.md"):
+        shutil.copy(page, tmp_path / "docs" / "results" / page.name)
+    return tmp_path
+
+
+def test_a_planted_disagreement_is_named_by_page_line_and_key(copy):
+    readme = copy / "README.md"
+    text = readme.read_text()
+    old = next(line for line in text.splitlines() if "<!--n:default.found.nudgerl8-->" in line)
+    lineno = text.splitlines().index(old) + 1
+    quoted = old.split("<!--n:default.found.nudgerl8-->")[1].split("<!--/n-->")[0]
+    readme.write_text(text.replace(f"<!--n:default.found.nudgerl8-->{quoted}<!--/n-->",
+                                   f"<!--n:default.found.nudgerl8-->{int(quoted) + 1}<!--/n-->"))
+    mismatches, _ = check(copy)
+    assert [(m.page, m.line, m.key, m.prose, m.source) for m in mismatches] == \
+        [("README.md", lineno, "default.found.nudgerl8", str(int(quoted) + 1), quoted)]
+    out = subprocess.run([Path(sys.executable).parent / "nudgerl", "prose-numbers", "--root", copy],
+                         capture_output=True, text=True)
+    assert out.returncode == 2 and f"README.md:{lineno}: default.found.nudgerl8" in out.stderr
+    # --write puts the source's value back, and the check passes again
+    assert len(check(copy, write=True)[0]) == 1 and check(copy)[0] == []
+    assert readme.read_text() == text
+
+
+def test_a_changed_source_is_caught_too(copy):
+    """The generated page changes (a new run), the prose does not: the prose is stale."""
+    page = copy / "docs" / "results" / "embedded.md"
+    text = page.read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| NudgeRL (N=8) |") and " of " in line
+               and "%" in line.split("|")[3])
+    found = row.split("|")[2].strip()
+    k, n = found.split(" of ")
+    page.write_text(text.replace(row, row.replace(f"| {found} |", f"| {(int(k) + 1) % (int(n) + 1)} of {n} |", 1)))
+    assert [m.key for m in check(copy)[0]] == ["default.found.nudgerl8"]
+
+
+def test_bad_markers_and_registry_entries_are_named(copy):
+    readme = copy / "README.md"
+    text = readme.read_text()
+    readme.write_text(text + "\nan unknown <!--n:no.such.key-->3<!--/n-->\n")
+    with pytest.raises(ProseNumberError, match=r"README.md:\d+: 'no.such.key' is not a key of docs/numbers.yaml"):
+        check(copy)
+    readme.write_text(text + "\nleft open <!--n:default.replicates-->5\n")
+    with pytest.raises(ProseNumberError, match="not closed on its line"):
+        check(copy)
+    readme.write_text(text)
+    registry = copy / "docs" / "numbers.yaml"
+    registry.write_text(registry.read_text() + "\nunquoted:\n  json: x.json\n  path: a\n")
+    with pytest.raises(ProseNumberError, match="keys no page quotes: unquoted"):
+        check(copy)
+    registry.write_text(registry.read_text() + "\nbroken:\n  page: docs/results/embedded.md\n  table: t.md\n")
+    with pytest.raises(ProseNumberError, match="key 'broken': a table cell needs"):
+        load_registry(copy)
+
+
+def test_a_markdown_cell_by_row_and_column():
+    table = "| Method | Found |\n|---|---|\n| Base | 0 of 5 |\n| GRPO (N=8) | 2 of 5 |\n"
+    assert markdown_cell(table, "GRPO (N=8)", "Found", "t") == "2 of 5"
+    with pytest.raises(ProseNumberError, match="t: no row 'POPE'"):
+        markdown_cell(table, "POPE", "Found", "t")
+    with pytest.raises(ProseNumberError, match="no column 'Avg' \\(columns: Method, Found\\)"):
+        markdown_cell(table, "Base", "Avg", "t")
