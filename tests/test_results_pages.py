@@ -144,6 +144,19 @@ def test_provenance_line_shows_recorded_host_date_and_differing_versions(run_dir
         assert part in line, part
 
 
+def test_provenance_names_config_files_as_the_repository_does_not_by_a_machines_folders(run_dir):
+    from nudgerl.reporting.results_pages import repository_path
+
+    assert repository_path("/work/bt/study/config/study.yaml") == "config/study.yaml"
+    assert repository_path("config/config.yaml") == "config/config.yaml"
+    assert repository_path("/home/me/overlay.yaml") == "/home/me/overlay.yaml"  # outside a repository's config/
+    for side in (run_dir / "tables").glob("*.provenance.json"):
+        write_json(side, {**json.loads(side.read_text()),
+                          "config_files": ["/work/main/config/common.yaml", "config/config.yaml"]})
+    line = extract_provenance(render_page(RUN, "page.md"))
+    assert "config file(s) `config/common.yaml, config/config.yaml`" in line and "/work/" not in line
+
+
 def test_page_is_deterministic(run_dir):
     first = generate().read_bytes()
     assert generate().read_bytes() == first

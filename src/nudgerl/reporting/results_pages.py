@@ -133,6 +133,17 @@ _FIELDS = [("code version", ("code_version",)),
            ("date", ("date", "created", "finished", "timestamp"))]
 
 
+def repository_path(path: str) -> str:
+    """A recorded config file as the repository names it: an absolute path (another machine's
+    checkout, e.g. /work/bt/study/config/study.yaml) from its last ``config/`` folder on, so a page
+    names no machine's folders; a relative path as it is."""
+    parts = Path(path).parts
+    if not Path(path).is_absolute() or "config" not in parts:
+        return path
+    i = len(parts) - 1 - parts[::-1].index("config")
+    return str(Path(*parts[i:]))
+
+
 def provenance_line(run: Path, sources: list[TableSource]) -> str:
     """One line: what the tables' sidecars record, each field's distinct values (sorted), or
     "not recorded"; nothing is filled in that the records do not say."""
@@ -147,6 +158,8 @@ def provenance_line(run: Path, sources: list[TableSource]) -> str:
             v = _lookup(r, *keys)
             if v is None and label == "torch":
                 v = (r.get("packages") or {}).get("torch") if isinstance(r.get("packages"), dict) else None
+            if v is not None and label == "config file(s)":
+                v = [repository_path(str(f)) for f in (v if isinstance(v, (list, tuple)) else [v])]
             if v is not None:
                 values.add(_fmt(v)[:10] if label == "date" else _fmt(v))  # the day: tables are written minutes apart
         if not values:
