@@ -25,7 +25,7 @@ def _dag_jobs():
 # (page, pattern whose group 1 is the quoted count, configuration as scripts/dag_jobs.py takes it)
 QUOTED = [
     ("README.md", r"the embedded default \((\d+) jobs", "config.yaml"),
-    ("README.md", r"dry run \((\d+) jobs\)", "paper.yaml"),
+    ("docs/cluster.md", r"dry run \((\d+) jobs\)", "paper.yaml"),
     ("README.md", r"12-h GPU training jobs, (\d+) jobs", "paper.yaml"),
     ("docs/cluster.md", r"the DAG: (\d+) jobs for 2 models", "paper.yaml"),
     ("docs/methods.md", r"evaluated again on every replicate, below\): (\d+) jobs", "config.yaml"),

@@ -86,3 +86,28 @@ def test_a_markdown_cell_by_row_and_column():
         markdown_cell(table, "POPE", "Found", "t")
     with pytest.raises(ProseNumberError, match="no column 'Avg' \\(columns: Method, Found\\)"):
         markdown_cell(table, "Base", "Avg", "t")
+
+
+def test_the_readmes_result_table_is_the_claims_by_regime_pages(copy):
+    from nudgerl.reporting.front_table import update
+
+    assert update(REPO, check=True)
+    page = copy / "docs" / "results" / "claims_by_regime.md"
+    text = page.read_text()
+    assert "+23.2 [" in text
+    page.write_text(text.replace("+23.2 [", "+25.0 [", 1))  # a new run of the page
+    out = subprocess.run([Path(sys.executable).parent / "nudgerl", "front-table", "--root", copy, "--check"],
+                         capture_output=True, text=True)
+    assert out.returncode == 2 and "claims_by_regime.md" in out.stderr
+    assert not update(copy, check=False) and update(copy, check=True)
+    assert "descriptive: +25.0 points; found 4 of 5 vs 2 of 5" in (copy / "README.md").read_text()
+
+
+def test_a_claims_cell_compacted():
+    from nudgerl.reporting.front_table import compact_cell
+
+    assert compact_cell("**descriptive (n = 5)**: +0.4 [-3.5, +4.8], p = 0.25 / 0.78, found 4 of 5 vs 4 of 5 "
+                        "(McNemar p = 1) (5 replicates)") == "descriptive: +0.4 points; found 4 of 5 vs 4 of 5"
+    assert compact_cell("**supported**: +3.0 [+0.9, +5.3], p = 0.01 / 1; -2.1 [-4.7, +0.6], p = 1 / 0.5 "
+                        "(12 replicates)") == "supported: +3.0 / -2.1 points"
+    assert compact_cell("yes, 3 of 3") == "yes, 3 of 3"

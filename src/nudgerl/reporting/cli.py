@@ -248,6 +248,22 @@ def cmd_prose_numbers(args) -> None:
                                        else "match their sources"))
 
 
+def cmd_front_table(args) -> None:
+    import sys
+
+    from nudgerl.reporting.front_table import FrontTableError, update
+
+    try:
+        same = update(Path(args.root), check=args.check)
+    except (FrontTableError, FileNotFoundError) as e:
+        raise SystemExit(f"nudgerl front-table: error: {e}")
+    if args.check and not same:
+        print("nudgerl front-table --check: README.md's result table is not what docs/results/claims_by_regime.md "
+              "gives (regenerate it with `nudgerl front-table`)", file=sys.stderr)
+        raise SystemExit(2)
+    print("README.md's result table " + ("matches" if same else "rewritten from") + " docs/results/claims_by_regime.md")
+
+
 def cmd_claims_by_regime(args) -> None:
     import sys
 
@@ -541,6 +557,11 @@ def register(subparsers) -> None:
                     "(docs/numbers.yaml)")
     p.add_argument("--root", default=".", help="the repository (default: here)")
     p.add_argument("--write", action="store_true", help="put each source's value into the prose instead")
+
+    p = add_command(subparsers, "front-table", cmd_front_table,
+                    "README.md's result table (one row per claim) from docs/results/claims_by_regime.md; --check it")
+    p.add_argument("--root", default=".", help="the repository (default: here)")
+    p.add_argument("--check", action="store_true", help="write nothing: exit 2 unless README.md's table matches")
 
     p = add_command(subparsers, "results-pages", cmd_results_pages,
                     "one run's Markdown results page (its tables verbatim, provenance); --check it")
