@@ -104,13 +104,17 @@ def test_training_reward_one_legend_entry_per_method_outside_the_axes(tmp_path):
                              for m in ("grpo8", "grpo16", "pope8", "nudgerl8") for s in range(3)])
     fig = figures.training_reward_curves(runs, window=2)
     legend, outside = _legend_off_the_axes(fig)
-    assert [t.get_text() for t in legend.get_texts()] == ["GRPO (N=8)", "GRPO (N=16)", "POPE (N=8)", "NudgeRL (N=8)"]
+    # POPE's reward averages its guided (oracle-prefixed) prompts too: its label says so
+    assert [t.get_text() for t in legend.get_texts()] == ["GRPO (N=8)", "GRPO (N=16)",
+                                                          "POPE (N=8), reward incl. guided prompts", "NudgeRL (N=8)"]
     assert outside
     for ax in fig.axes:  # per method: its mean (labelled) and 3 replicate lines (unlabelled)
         lines = _lines_by_label(ax)
         assert len(lines) == 4 and len(ax.get_lines()) == 4 * 4
         mean = next(b for b in replicate_bands(runs, 2) if b["method"] == "nudgerl8")["mean"]
         np.testing.assert_allclose(lines["NudgeRL (N=8)"].get_ydata(), mean)
+    assert fig.get_suptitle() == "runs: 3 replicates (seeds 0-2)"
+    assert "band: their range (min to max)" in legend.get_title().get_text()
     assert figures.save_png(fig, tmp_path / "training_reward.png").read_bytes()[:4] == b"\x89PNG"
 
 
@@ -145,7 +149,9 @@ def test_strategy_diversity_counts():
 
 
 def test_case_study_bars():
-    report = {"problem": {"id": "apex-3"}, "samples": 8, "methods": {
+    report = {"problem": {"id": "apex-3"}, "samples": 8,
+              "selection": {"rule": "largest_gain", "methods": ["grpo8", "nudgerl8"], "hard": True, "seed": 0},
+              "methods": {
         "grpo8": {"strategy_counts": {"common_difference": 8}, "correct_by_strategy": {}, "correct": 0},
         "nudgerl8": {"strategy_counts": {"common_difference": 2, "difference_table": 6},
                      "correct_by_strategy": {"difference_table": 6}, "correct": 6}}}
@@ -156,6 +162,12 @@ def test_case_study_bars():
     labels = fig.axes[0].get_legend_handles_labels()[1]
     assert labels == ["GRPO (N=8): 0/8 correct", "NudgeRL (N=8): 6/8 correct"]
     assert _legend_off_the_axes(fig)[1]
+    # the problem was picked, not drawn at random: the title says by which rule, on which seed
+    title = " ".join(fig.axes[0].get_title().split())
+    assert title == data["title"].replace("\n", " ") == (
+        "problem apex-3; policies: 1 replicate (seed 0 only) picked on seed 0's evaluation: the hard problem "
+        "where NudgeRL (N=8)'s pass@1 most exceeds GRPO (N=8)'s")
+    assert data["selection"]["seed"] == 0
 
 
 def test_compute_matched_points_and_curves(tmp_path):

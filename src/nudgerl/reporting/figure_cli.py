@@ -52,6 +52,7 @@ def cmd_plot_eps_high(args) -> None:
 
 def cmd_strategy_diversity(args) -> None:
     set_threads(args.threads)
+    from nudgerl.reporting.figure_data import seed_of_path
     from nudgerl.reporting.figures import strategy_diversity
     from nudgerl.io import atomic_write_text, read_jsonl, read_problems, write_provenance
     from nudgerl.evaluation.strategies import get_labeler
@@ -62,6 +63,9 @@ def cmd_strategy_diversity(args) -> None:
     pools = {r["id"]: r["hints"] for r in read_jsonl(args.pools)}
     report = measure(args.model, problems, pools, args.nudge.get("M", 2), args.nudge.get("K", 4), p,
                      get_labeler(p.get("labeler", "organism")), seed=p.get("seed", 0))
+    # the one replicate it samples, which the figure's title states: the base model's seed (its
+    # folder, .../seed<k>) and the sampling seed
+    report.update(base_model_seed=seed_of_path(args.model), sampling_seed=p.get("seed", 0))
     atomic_write_text(args.out_json, json.dumps(report, indent=2))
     write_provenance(args.out_json, {**p, "nudge": args.nudge}, {"sampling": p.get("seed", 0)},
                      [args.model, args.train, args.pools])
@@ -71,7 +75,7 @@ def cmd_strategy_diversity(args) -> None:
 
 def cmd_case_study(args) -> None:
     set_threads(args.threads)
-    from nudgerl.reporting.figures import case_study
+    from nudgerl.reporting.figures import case_selection, case_study
     from nudgerl.io import atomic_write_text, read_jsonl, read_problems, write_provenance
     from nudgerl.evaluation.strategies import case_study as sample_case
     from nudgerl.evaluation.strategies import get_labeler, pick_case_problem
@@ -87,18 +91,33 @@ def cmd_case_study(args) -> None:
             path = Path(root) / f"{Path(b).stem}.problems.jsonl"
             records.append(path)
             rates[m].update({r["id"]: r["c"] / r["n"] for r in read_jsonl(path)})
+    hard = {k for k, q in problems.items() if q.get("hard")}
     if pid is None:
-        pid = pick_case_problem(rates, {k for k, q in problems.items() if q.get("hard")}, args.methods)
+        pid = pick_case_problem(rates, hard, args.methods)
     elif pid not in problems:
         raise KeyError(f"report.case_study.problem {pid!r} is in none of the benchmarks")
     report = sample_case(dict(zip(args.methods, args.models)), problems[pid], p.get("samples", 32), p,
                          get_labeler(p.get("labeler", "organism")), seed=p.get("seed", 0))
-    report["selected"] = "configured" if p.get("problem") else \
-        f"hard problem with the largest evaluation pass@1 gain of {args.methods[1]} over {args.methods[0]}"
+    report["selection"] = case_selection_record(args, configured=p.get("problem") is not None, hard=pid in hard)
+    report["selected"] = case_selection(report)
     atomic_write_text(args.out_json, json.dumps(report, indent=2))
     write_provenance(args.out_json, p, {"sampling": p.get("seed", 0)}, [*args.models, *args.benchmarks, *records])
     fig, data = case_study(report)
     _save_figure(fig, data, args.out_prefix, p, [args.out_json])
+
+
+def case_selection_record(args, configured: bool, hard: bool) -> dict:
+    """How the case study's problem was picked, for its figure's title: configured, or the
+    (hard) problem of the largest evaluation pass@1 gain of ``args.methods[1]`` over
+    ``args.methods[0]``; and the replicate (``seed``) whose evaluation picked it and whose
+    policies are sampled, read from the folders (``.../seed<k>``)."""
+    from nudgerl.reporting.figure_data import seed_of_path
+
+    seeds = {seed_of_path(d) for d in [*args.eval_dirs, *args.models]}
+    seed = seeds.pop() if len(seeds) == 1 else None  # policies of two replicates: no one seed to name
+    if configured:
+        return {"rule": "configured", "seed": seed}
+    return {"rule": "largest_gain", "methods": list(args.methods), "hard": hard, "seed": seed}
 
 
 def cmd_plot_compute_matched(args) -> None:

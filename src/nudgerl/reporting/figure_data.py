@@ -2,7 +2,8 @@
 in :mod:`nudgerl.reporting.figures`, the subcommands in :mod:`nudgerl.reporting.figure_cli`).
 
 - checkpoint curves (``results/curves/<method>/seed<k>/curve.jsonl``, written by ``curve-eval``):
-  :func:`load_curves`, :func:`curve_points` (pass@1 per step with a bootstrap interval);
+  :func:`load_curves`, :func:`curve_points` (pass@1 per step, the mean over replicates, with a
+  bootstrap interval), :func:`curve_replicates` (each replicate's own curve);
 - evaluation records (``<eval_root>/<method>/seed<k>/<bench>.problems.jsonl``): :func:`avg_pass1`;
 - training metrics (``results/runs/<method>/seed<k>/metrics.jsonl``, one row per optimizer
   step, written by every run whatever ``grpo.report_to`` says; TensorBoard event files, when
@@ -11,10 +12,12 @@ in :mod:`nudgerl.reporting.figures`, the subcommands in :mod:`nudgerl.reporting.
   mean over its replicates with their range).
 
 Intervals are percentile bootstraps over problems (and seeds when several), as in the tables.
+:func:`seed_of_path` reads the replicate a run, model or evaluation folder belongs to.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -41,8 +44,18 @@ def load_curves(curve_files: list[str | Path]) -> dict[str, list[dict]]:
     return out
 
 
+def seed_of_path(path: str | Path) -> int | None:
+    """The replicate of a folder under ``.../seed<k>`` (``results/runs/grpo8/seed0/model``,
+    ``shared/models/base/seed2``): its innermost ``seed<k>`` part; None where there is none."""
+    for part in reversed(Path(path).parts):
+        if found := re.fullmatch(r"seed(\d+)", part):
+            return int(found.group(1))
+    return None
+
+
 def curve_points(rows: list[dict], benchmarks: list[str], n_boot: int) -> list[dict]:
-    """Per step: mean over benchmarks of pass@1 (problems x seeds), interval, rollout tokens."""
+    """Per step: mean over benchmarks of pass@1 (problems x seeds: the mean over the replicates),
+    interval, rollout tokens, and the seeds it rests on (``seeds``, a list)."""
     points = []
     for step in sorted({r["step"] for r in rows}):
         at = [r for r in rows if r["step"] == step]
@@ -61,8 +74,24 @@ def curve_points(rows: list[dict], benchmarks: list[str], n_boot: int) -> list[d
         tokens = [r["cumulative_rollout_tokens"] for r in at if r.get("cumulative_rollout_tokens") is not None]
         points.append({"step": step, "pass@1": mean, "ci_low": lo, "ci_high": hi,
                        "cumulative_rollout_tokens": float(np.mean(tokens)) if tokens else None,
-                       "seeds": len(seeds), "samples_per_problem": at[0].get("samples_per_problem")})
+                       "seeds": seeds, "samples_per_problem": at[0].get("samples_per_problem")})
     return points
+
+
+def curve_replicates(rows: list[dict], benchmarks: list[str]) -> list[dict]:
+    """Each replicate's own curve, in seed order: ``{"seed", "step", "pass@1"}``, pass@1 the mean
+    over ``benchmarks`` of the mean over problems (the replicates' mean is
+    :func:`curve_points`' line)."""
+    out = []
+    for seed in sorted({r["seed"] for r in rows}):
+        mine = [r for r in rows if r["seed"] == seed and r["benchmark"] in benchmarks]
+        steps = sorted({r["step"] for r in mine})
+        values = []
+        for step in steps:
+            at = [r for r in mine if r["step"] == step]
+            values.append(float(np.mean([np.mean([p["c"] / p["n"] for p in r["problems"]]) for r in at])))
+        out.append({"seed": seed, "step": steps, "pass@1": values})
+    return out
 
 
 # ---------------------------------------------------------------- evaluation records
