@@ -20,12 +20,9 @@ def test_every_quoted_number_in_the_repository_matches_its_source():
 
 @pytest.fixture
 def copy(tmp_path):
-    """The README, the registry and the generated pages it reads, in a scratch repository."""
-    (tmp_path / "docs" / "results").mkdir(parents=True)
+    """The README, the docs (the registry and the generated pages among them), in a scratch repository."""
     shutil.copy(REPO / "README.md", tmp_path / "README.md")
-    shutil.copy(REPO / "docs" / "numbers.yaml", tmp_path / "docs" / "numbers.yaml")
-    for page in (REPO / "docs" / "results").glob("*.md"):
-        shutil.copy(page, tmp_path / "docs" / "results" / page.name)
+    shutil.copytree(REPO / "docs", tmp_path / "docs", ignore=shutil.ignore_patterns("*.png", "*.pdf"))
     return tmp_path
 
 

@@ -59,7 +59,12 @@ def _table_block(page_text: str, block: str, page: str, key: str) -> str:
 
 def markdown_cell(text: str, row: str, column: str, where: str) -> str:
     """The cell of the first Markdown table in ``text`` whose first cell is ``row``, in ``column``."""
-    lines = [ln for ln in text.splitlines() if ln.startswith("|")]
+    lines: list[str] = []
+    for ln in text.splitlines():  # the first table only: a block may hold several
+        if ln.startswith("|"):
+            lines.append(ln)
+        elif lines:
+            break
     if len(lines) < 2:
         raise ProseNumberError(f"{where}: no Markdown table")
     split = lambda ln: [c.strip() for c in ln.strip().strip("|").split("|")]  # noqa: E731
