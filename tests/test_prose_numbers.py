@@ -108,3 +108,19 @@ def test_a_claims_cell_compacted():
     assert compact_cell("**supported**: +3.0 [+0.9, +5.3], p = 0.01 / 1; -2.1 [-4.7, +0.6], p = 1 / 0.5 "
                         "(12 replicates)") == "supported: +3.0 / -2.1 points"
     assert compact_cell("yes, 3 of 3") == "yes, 3 of 3"
+
+
+def test_the_per_machine_table_has_a_row_per_results_page_of_the_default(copy):
+    from nudgerl.reporting.front_table import render_machines, update
+
+    assert update(REPO, check=True)
+    (copy / "benchmarks" / "default_runs").mkdir(parents=True)
+    page = (copy / "docs" / "results" / "embedded.md").read_text()
+    other = page.replace("CPU model `", "CPU model `Intel Xeon, was ").replace("| NudgeRL (N=8) | 4 of 5 |",
+                                                                             "| NudgeRL (N=8) | 1 of 5 |")
+    (copy / "benchmarks" / "default_runs" / "xeon.md").write_text(other)
+    table = render_machines(copy)
+    rows = [ln for ln in table.splitlines() if ln.startswith("| ") and "date" not in ln]
+    assert len(rows) == 2 and any("Intel Xeon" in r and "| 1 of 5 |" in r for r in rows)
+    assert not update(copy, check=True) and not update(copy, check=False) and update(copy, check=True)
+    assert "Intel Xeon, was" in (copy / "README.md").read_text()
