@@ -29,7 +29,8 @@ SCHEMA = yaml.safe_load((REPO / "src" / "nudgerl" / "schemas" / "config.schema.y
 OVERLAYS = {"config.yaml": [], "common.yaml": ["common.yaml"], "study.yaml": ["study.yaml"], "smoke.yaml": ["smoke.yaml"], "paper.yaml": ["paper.yaml"],
             "paper.yaml+offline.yaml": ["paper.yaml", "offline.yaml"], "paper.yaml+pilot.yaml": ["paper.yaml", "pilot.yaml"],
             "smollm2.yaml": ["smollm2.yaml"],
-            "smollm2_arith.yaml": ["smollm2_arith.yaml"], "families.yaml": ["families.yaml"]}
+            "smollm2_arith.yaml": ["smollm2_arith.yaml"], "families.yaml": ["families.yaml"],
+            "families.yaml+training_length_pilot.yaml": ["families.yaml", "training_length_pilot.yaml"]}
 
 # Config sections read into a dataclass (the rules pass them as JSON to the training CLIs).
 DATACLASS_SECTIONS = {"grpo": GRPORunConfig, "nudgerl": NudgeRLConfig, "pope": POPEConfig,

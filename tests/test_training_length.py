@@ -1,0 +1,43 @@
+"""benchmarks/training_length.py: the rule that reads GRPO's training length off a pilot's curves."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def tl():
+    spec = importlib.util.spec_from_file_location("training_length", REPO / "benchmarks" / "training_length.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_risen_curves_plateau_is_where_it_reaches_nine_tenths_of_its_rise(tl):
+    curve = {0: 0.2, 10: 0.2, 20: 0.3, 30: 0.6, 40: 0.75, 50: 0.8, 60: 0.79}
+    r = tl.plateau(curve, rise=0.2, fraction=0.9)
+    assert r["rose"] and r["plateau_step"] == 40 and not r["max_at_last_checkpoint"]  # 0.2 + 0.9 * 0.6 = 0.74
+    flat = tl.plateau({0: 0.2, 10: 0.25, 20: 0.3}, rise=0.2, fraction=0.9)
+    assert not flat["rose"] and flat["plateau_step"] is None and flat["max_at_last_checkpoint"]
+    rows = {1: r, 2: flat, 3: tl.plateau({0: 0.1, 10: 0.5, 20: 0.6}, 0.2, 0.9)}
+    assert rows[3]["plateau_step"] == 20 and rows[3]["max_at_last_checkpoint"]
+    assert tl.training_length(rows, 20) == 40 and tl.training_length({2: flat}, 10) is None
+    assert tl.training_length({1: r}, 30) == 60  # rounded up to the checkpoint interval
+
+
+def test_the_script_reads_a_runs_curves_and_writes_its_pages(tl, tmp_path):
+    for seed, values in {10: [0.1, 0.1, 0.5, 0.9, 0.9], 11: [0.2, 0.2, 0.2, 0.25, 0.2]}.items():
+        d = tmp_path / "run" / "curves" / "grpo8" / f"seed{seed}"
+        d.mkdir(parents=True)
+        rows = [{"step": 10 * i, "benchmark": b, "pass@1": v,
+                 "problems": [{"id": f"{b}-{k}", "n": 10, "c": round(10 * v)} for k in range(3)]}
+                for i, v in enumerate(values) for b in ("aime24", "aime25")]
+        (d / "curve.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert tl.main(["--results", str(tmp_path / "run"), "--out-prefix", str(tmp_path / "tl")]) == 0
+    record = json.loads((tmp_path / "tl.json").read_text())
+    assert record["training_length"] == 30 and record["seeds"]["11"]["rose"] is False
+    assert "**Training length: 30 steps** (1 of 2 seeds rose within 40 steps)" in (tmp_path / "tl.md").read_text()
