@@ -1,7 +1,7 @@
 """How long must GRPO train before its curve plateaus? Read from a pilot run's training curves.
 
-    snakemake --cores 2 --keep-going --configfile config/families.yaml config/training_length_pilot.yaml \
-        results/families_length_pilot/figures/training_curves.png
+    snakemake results/families_length_pilot/figures/training_curves.png --cores 2 --keep-going \
+        --configfile config/families.yaml config/training_length_pilot.yaml
     python benchmarks/training_length.py --results results/families_length_pilot
 
 The pilot (``config/training_length_pilot.yaml``) trains GRPO-8 far past the default's steps on
