@@ -65,8 +65,10 @@ def build(work: Path, config: dict, seed: int, threads: int, kernels: str = "nat
     if not bench.exists():
         # the DAG's own command and sorted-key params: the benchmarks are dealt in key order, so
         # the YAML's order (math500 before apex) would deal other problems than a replicate's
+        # and the config's task, as the DAG passes it (the families task's problems name their family)
         _run(["nudgerl", "make-data", "--params", json.dumps(config["organism"], sort_keys=True),
-              "--out-dir", str(work / "data")], work / "make-data.log")
+              "--task", config["base_model"].get("task", "single_family"), "--out-dir", str(work / "data")],
+             work / "make-data.log")
     from nudgerl.organism.base_config import DRILL_KEYS
     from nudgerl.plan.arguments import rl_diagnosis_params
 
