@@ -273,3 +273,12 @@ def test_base_model_table_takes_a_pipe_in_a_seed():
     for f in TABLE_FIGURES:
         row.update({f: 0.5, f"{f}_low": 0.4, f"{f}_high": 0.6, f"{f}_margin_se": 2.0})
     assert_tables_hold(replicate_markdown(pd.DataFrame([row])))
+
+
+def test_a_markdown_table_reads_back_as_written():
+    from nudgerl.table_text import read_markdown_table
+
+    table = markdown_table(["Method", "Found"], [["GRPO (N=8) | eps", "2 of 5"], ["Base", ""]])
+    assert read_markdown_table(f"a caption\n\n{table}\n\n| another | table |\n|---|---|\n") == \
+        (["Method", "Found"], [["GRPO (N=8) | eps", "2 of 5"], ["Base", ""]])
+    assert read_markdown_table("no table here") == ([], [])

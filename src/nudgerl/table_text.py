@@ -1,4 +1,4 @@
-"""The one writer of Markdown and LaTeX tables: every report table is rendered here, its cells
+"""The one writer (and reader) of Markdown and LaTeX tables: every report table is rendered here, its cells
 escaped, so a ``|`` in a method name or label cannot split a Markdown row and a ``_`` or ``&`` in
 a caption cannot break the LaTeX.
 
@@ -17,6 +17,7 @@ Imports nothing of nudgerl: any subpackage may use it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 
 
@@ -69,6 +70,24 @@ def markdown_table(header: Sequence, rows: Iterable[Sequence], align: str | Sequ
             raise ValueError(f"markdown_table: row {i} has {len(row)} cells, the header {len(header)}: {row!r}")
         lines.append(markdown_row(row))
     return "\n".join(lines)
+
+
+def read_markdown_table(text: str) -> tuple[list[str], list[list[str]]]:
+    """The first Markdown table in ``text``, as :func:`markdown_table` writes it: (header, rows),
+    cells stripped, ``\\|`` read back as ``|``; ([], []) where ``text`` has no table."""
+    lines: list[str] = []
+    for line in text.splitlines():
+        if line.startswith("|"):
+            lines.append(line)
+        elif lines:
+            break
+
+    def cells(line: str) -> list[str]:
+        return [c.strip().replace(r"\|", "|") for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+
+    if len(lines) < 2:
+        return [], []
+    return cells(lines[0]), [cells(line) for line in lines[2:]]
 
 
 def latex_escape(text) -> str:

@@ -49,30 +49,25 @@ class Mismatch:
 
 
 def _table_block(page_text: str, block: str, page: str, key: str) -> str:
-    """The text between ``<!-- from BLOCK -->`` and ``<!-- end BLOCK -->`` of a generated page."""
-    m = re.search(rf"^<!-- from {re.escape(block)}(?: \(no newline at end of file\))? -->\n(.*?)"
-                  rf"^<!-- end {re.escape(block)} -->$", page_text, re.MULTILINE | re.DOTALL)
-    if not m:
+    """The text of a generated page's table block (``<!-- from BLOCK -->``, results_pages)."""
+    from nudgerl.reporting.results_pages import extract_blocks
+
+    text = extract_blocks(page_text).get(block)
+    if text is None:
         raise ProseNumberError(f"{REGISTRY}: key {key!r}: {page} has no table block {block!r}")
-    return m.group(1)
+    return text
 
 
 def markdown_cell(text: str, row: str, column: str, where: str) -> str:
     """The cell of the first Markdown table in ``text`` whose first cell is ``row``, in ``column``."""
-    lines: list[str] = []
-    for ln in text.splitlines():  # the first table only: a block may hold several
-        if ln.startswith("|"):
-            lines.append(ln)
-        elif lines:
-            break
-    if len(lines) < 2:
+    from nudgerl.table_text import read_markdown_table
+
+    header, rows = read_markdown_table(text)
+    if not header:
         raise ProseNumberError(f"{where}: no Markdown table")
-    split = lambda ln: [c.strip() for c in ln.strip().strip("|").split("|")]  # noqa: E731
-    header = split(lines[0])
     if column not in header:
         raise ProseNumberError(f"{where}: no column {column!r} (columns: {', '.join(header)})")
-    for ln in lines[2:]:
-        cells = split(ln)
+    for cells in rows:
         if cells[0] == row:
             return cells[header.index(column)]
     raise ProseNumberError(f"{where}: no row {row!r}")
