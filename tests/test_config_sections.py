@@ -31,7 +31,9 @@ OVERLAYS = {"config.yaml": [], "common.yaml": ["common.yaml"], "study.yaml": ["s
             "smollm2.yaml": ["smollm2.yaml"],
             "smollm2_arith.yaml": ["smollm2_arith.yaml"], "families.yaml": ["families.yaml"],
             "families.yaml+training_length_pilot.yaml": ["families.yaml", "training_length_pilot.yaml"],
-            "families.yaml+families_execution_practice.yaml": ["families.yaml", "families_execution_practice.yaml"]}
+            "families.yaml+families_execution_practice.yaml": ["families.yaml", "families_execution_practice.yaml"],
+            "families.yaml+families_execution_practice.yaml+families_sft_attempts.yaml":
+                ["families.yaml", "families_execution_practice.yaml", "families_sft_attempts.yaml"]}
 
 # Config sections read into a dataclass (the rules pass them as JSON to the training CLIs).
 DATACLASS_SECTIONS = {"grpo": GRPORunConfig, "nudgerl": NudgeRLConfig, "pope": POPEConfig,

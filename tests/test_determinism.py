@@ -74,6 +74,28 @@ def test_a_base_model_from_a_shared_drill_is_the_one_built_in_one_go(tmp_path, b
         train_base_model(BaseModelConfig(seed=1, **TINY), tmp_path / "wrong", log=lambda s: None, drilled=drilled)
 
 
+def test_a_failed_attempt_is_built_again_from_the_next_attempts_seed(tmp_path, base_model):
+    """TINY's 6 SFT steps never pass the execution check: with two attempts the first (from the
+    shared drill) is discarded and the kept model is exactly the base model of seed 1000000,
+    built in one go, drill included; the report keeps both attempts."""
+    drilled = tmp_path / "drilled"
+    drill_base_model(BaseModelConfig(seed=0, **TINY), drilled, log=lambda s: None)
+    lines = []
+    report = train_base_model(BaseModelConfig(seed=0, **TINY, sft_attempts=2), tmp_path / "two", log=lines.append,
+                              drilled=drilled)
+    assert [(a["attempt"], a["seed"], a["passed"]) for a in report["sft_attempts"]] == [(1, 0, False), (2, 1000000, False)]
+    assert report["model_seed"] == 1000000 and "drilled_from" not in report
+    assert any(line.startswith("attempt 2 of 2: the base model of seed 1000000") for line in lines)
+    train_base_model(BaseModelConfig(seed=1000000, **TINY), tmp_path / "direct", log=lambda s: None)
+    assert (tmp_path / "two" / "model.safetensors").read_bytes() == (tmp_path / "direct" / "model.safetensors").read_bytes()
+    # one attempt (the default): the first build is kept, passed or not, as before
+    one = train_base_model(BaseModelConfig(seed=0, **TINY), tmp_path / "one", log=lambda s: None, drilled=drilled)
+    assert one["sft_attempts"] == [{"attempt": 1, "seed": 0, "steps": 6, "passed_at_step": None, "passed": False}]
+    assert (tmp_path / "one" / "model.safetensors").read_bytes() == (base_model / "model.safetensors").read_bytes()
+    with pytest.raises(ValueError, match="base_model.sft_attempts': 0 is not at least 1"):
+        BaseModelConfig.from_dict({"sft_attempts": 0})
+
+
 def _metrics(run_dir):
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     return [{k: v for k, v in r.items() if k not in TIMING} for r in rows]

@@ -43,6 +43,17 @@ def test_in_regime_passes_and_records_value_interval_and_margin(tmp_path):
     df = replicate_table([tmp_path / "seed0.regime.json"])
     assert df.loc[0, "sft_check_passed_at"] == 450 and bool(df.loc[0, "in_regime"])
     assert "0.950 [" in replicate_markdown(df)
+    assert "| 600 | 450 | yes |" in replicate_markdown(df)
+
+
+def test_a_base_model_kept_from_a_later_attempt_says_so_in_the_table(tmp_path):
+    path = _diagnosis(tmp_path)
+    d = json.loads(path.read_text())
+    d["sft"].update(attempts=2, model_seed=1000000)
+    path.write_text(json.dumps(d))
+    gate(path, {"gate": True, "bounds": BOUNDS}, tmp_path / "seed0.regime.json")
+    df = replicate_table([tmp_path / "seed0.regime.json"])
+    assert df.loc[0, "sft_attempts"] == 2 and "| 600 | 450 (attempt 2) | yes |" in replicate_markdown(df)
 
 
 def test_a_measurement_whose_interval_reaches_the_bound_passes(tmp_path):

@@ -36,6 +36,7 @@ def cmd_diagnose(args) -> None:
         sft = json.loads(sft_report.read_text())
         check = sft.get("execution_check") or {}
         report["sft"] = {"seconds": sft.get("seconds"), "threads": sft.get("threads"),
+                         "attempts": len(sft.get("sft_attempts") or [None]), "model_seed": sft.get("model_seed"),
                          **{k: check.get(k) for k in ("steps", "passed_at_step", "passed", "final_execution",
                                                       "unhinted_strategy_prior")}}
     atomic_write_text(args.out, json.dumps(report, indent=2))

@@ -154,6 +154,7 @@ def replicate_table(regime_paths: list[str | Path]) -> pd.DataFrame:
             "dominant_strategy_share_unhinted": s.get("dominant_strategy_share_unhinted"),
             "sft_steps": sft.get("steps"),
             "sft_check_passed_at": sft.get("passed_at_step"),
+            "sft_attempts": sft.get("attempts") or 1,
             "sft_seconds": sft.get("seconds"),
             "in_regime": v["in_regime"],
         })
@@ -181,7 +182,12 @@ def replicate_markdown(df: pd.DataFrame, bounds: dict | None = None) -> str:
     rows = []
     for _, r in df.iterrows():
         r = r.to_dict()
-        sft = ("-" if r[c] is None or pd.isna(r[c]) else str(int(r[c])) for c in ("sft_steps", "sft_check_passed_at"))
-        rows.append([str(r["seed"]), *(_cell(r, f) for f in TABLE_FIGURES), *sft, "yes" if r["in_regime"] else "NO"])
+        steps, passed = ("-" if r[c] is None or pd.isna(r[c]) else str(int(r[c]))
+                         for c in ("sft_steps", "sft_check_passed_at"))
+        attempts = int(r.get("sft_attempts") or 1)
+        if attempts > 1:  # the earlier attempts reached the SFT cap and were built again (base_model.sft_attempts)
+            passed += f" (attempt {attempts})"
+        rows.append([str(r["seed"]), *(_cell(r, f) for f in TABLE_FIGURES), steps, passed,
+                     "yes" if r["in_regime"] else "NO"])
     lines.append(markdown_table(header, rows))
     return "\n".join(lines) + "\n"

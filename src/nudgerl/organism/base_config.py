@@ -100,6 +100,11 @@ class BaseModelConfig:
     anneal_steps: int = 100
     restart_peak: float = 0.5
     max_steps: int = 1500
+    # Attempts at a base model: an SFT that reaches max_steps without passing its check is
+    # discarded and the whole base model (initialization, drill, SFT corpus) is built again from
+    # the next attempt's seed (:func:`attempt_seed`), as a stalled pretraining run is restarted
+    # from another seed. 1: one attempt (a failed check is reported and the regime gate decides).
+    sft_attempts: int = 1
 
     @classmethod
     def from_dict(cls, d: dict, section: str = "base_model") -> BaseModelConfig:
@@ -107,6 +112,8 @@ class BaseModelConfig:
         cfg = from_section(cls, d, section)
         if cfg.task not in TASKS:
             raise ValueError(f"config key '{section}.task': {cfg.task!r} is not one of {sorted(TASKS)}")
+        if cfg.sft_attempts < 1:
+            raise ValueError(f"config key '{section}.sft_attempts': {cfg.sft_attempts} is not at least 1")
         if not 0 < cfg.restart_peak <= 1:
             raise ValueError(f"config key '{section}.restart_peak': {cfg.restart_peak} is not in (0, 1]")
         if not 0 <= cfg.hint_following <= 1:
@@ -118,6 +125,15 @@ class BaseModelConfig:
             raise ValueError(f"config key '{section}.unhinted_rare_accuracy': {cfg.unhinted_rare_accuracy} is not in "
                              "[0, 1]")
         return cfg
+
+
+def attempt_seed(seed: int, attempt: int) -> int:
+    """The seed of a base model's ``attempt``-th build (1: the replicate's own seed). A million
+    apart, so an attempt's seed is never another replicate's and reads as its own: seed 11's
+    second attempt is 1000011."""
+    if attempt < 1:
+        raise ValueError(f"attempt {attempt}: attempts count from 1")
+    return seed + 1_000_000 * (attempt - 1)
 
 
 # The organism's tasks, by the name `base_model.task` gives: modules with the same names.

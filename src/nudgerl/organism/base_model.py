@@ -9,6 +9,7 @@ The corpus is built in :mod:`nudgerl.organism.sft_data`, the settings are
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import time
@@ -17,7 +18,8 @@ from pathlib import Path
 # DRILL_KEYS, DRILL_RNG and _encode are not used here: with the other names imported, they keep
 # what this module defined before its split importable from it (workflow_plan, tests).
 from nudgerl.organism import task
-from nudgerl.organism.base_config import DRILL_KEYS, BaseModelConfig, drill_config, task_module  # noqa: F401
+from nudgerl.organism.base_config import (DRILL_KEYS, BaseModelConfig, attempt_seed, drill_config,  # noqa: F401
+                                          task_module)
 from nudgerl.organism.checks import execution_check, family_strategy_prior, unhinted_strategy_prior
 from nudgerl.organism.rng_state import DRILL_RNG, restore_rng_state, save_rng_state  # noqa: F401
 from nudgerl.organism.sft_data import _Corpus, _encode, drill_examples, sft_examples  # noqa: F401
@@ -209,17 +211,28 @@ def _drilled_start(cfg: BaseModelConfig, drilled: Path):
 def train_base_model(cfg: BaseModelConfig, out_dir: str | Path, log=print, drilled: str | Path | None = None) -> dict:
     """Train and save an HF model directory (model, tokenizer, generation config). With
     ``drilled`` (a :func:`drill_base_model` folder of the same seed and drill settings),
-    phase 1 is read from there instead of run."""
+    phase 1 of the first attempt is read from there instead of run. Up to ``cfg.sft_attempts``
+    builds: one whose SFT ends without passing its check is discarded and the base model is
+    built again, drill included, from the next attempt's seed; the last attempt is kept."""
     t0 = time.perf_counter()
-    if drilled is None:
-        tokenizer, model, gen = _fresh_start(cfg)
-        history = _drill_phase(model, tokenizer, cfg, gen, log)
-        drill_seconds = None
-    else:
-        tokenizer, model, gen, drill = _drilled_start(cfg, Path(drilled))
-        history, drill_seconds = drill["loss_history"], drill["seconds"]
-        log(f"arithmetic drill read from {drilled} ({drill_seconds:.0f}s when it was run)")
-    sft_history, check = _sft_phase(model, tokenizer, cfg, gen, log)
+    attempts = []
+    for attempt in range(1, cfg.sft_attempts + 1):
+        run = cfg if attempt == 1 else dataclasses.replace(cfg, seed=attempt_seed(cfg.seed, attempt))
+        if attempt == 1 and drilled is not None:
+            tokenizer, model, gen, drill = _drilled_start(run, Path(drilled))
+            history, drill_seconds = drill["loss_history"], drill["seconds"]
+            log(f"arithmetic drill read from {drilled} ({drill_seconds:.0f}s when it was run)")
+        else:
+            if attempt > 1:
+                log(f"attempt {attempt} of {cfg.sft_attempts}: the base model of seed {run.seed}, drill included")
+            tokenizer, model, gen = _fresh_start(run)
+            history = _drill_phase(model, tokenizer, run, gen, log)
+            drill_seconds = None
+        sft_history, check = _sft_phase(model, tokenizer, run, gen, log)
+        attempts.append({"attempt": attempt, "seed": run.seed, "steps": check["steps"],
+                         "passed_at_step": check["passed_at_step"], "passed": check["passed"]})
+        if check["passed"]:
+            break
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.bos_token_id = tokenizer.bos_token_id
@@ -233,7 +246,11 @@ def train_base_model(cfg: BaseModelConfig, out_dir: str | Path, log=print, drill
         "parameters": sum(p.numel() for p in model.parameters()),
         "final_loss": history[-1]["loss"],
         "seconds": time.perf_counter() - t0,
-        **({"drilled_from": str(drilled), "drill_seconds": drill_seconds} if drilled is not None else {}),
+        **({"drilled_from": str(drilled), "drill_seconds": drill_seconds}
+           if drilled is not None and len(attempts) == 1 else {}),
+        # the seed the kept model was built from, and every attempt (the discarded ones' checks)
+        "model_seed": run.seed,
+        "sft_attempts": attempts,
         "execution_check": check,
         "loss_history": history,
     }

@@ -54,7 +54,9 @@ def cmd_train_base(args) -> None:
         report = train_base_model(cfg, tmp, drilled=args.drilled)
         report["threads"] = args.threads  # float summation order depends on it
         atomic_write_text(tmp / "sft_report.json", json.dumps(report, indent=2))
-        write_provenance(tmp, args.params, {"base_model": cfg.seed}, inputs=[args.drilled] if args.drilled else ())
+        # the kept model's own seed, where a later attempt built it
+        seeds = {"base_model": cfg.seed, **({"model": report["model_seed"]} if report["model_seed"] != cfg.seed else {})}
+        write_provenance(tmp, args.params, seeds, inputs=[args.drilled] if args.drilled else ())
 
     _build_in_place(args.out_dir, build)
 
