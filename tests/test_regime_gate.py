@@ -160,7 +160,8 @@ def test_a_base_model_whose_sft_never_passed_its_check_is_out_of_regime(tmp_path
     (unless regime.sft_check is false)."""
     counts = {"hinted_rare_pass@1_hard": [[15, 16]] * 20, "unhinted_pass@1_hard": [[0, 16]] * 20}
     diag = {"rl_prompts": {"counts": counts, "problems": list(range(20)), "samples_per_problem": 16},
-            "summary": {}, "seed": 0, "sft": {"passed": False, "steps": 1500, "final_execution": {"x": 0.9}}}
+            "summary": {}, "seed": 0, "sft": {"passed": False, "passed_at_step": None, "steps": 1500,
+                                              "final_execution": {"x": 0.9}}}
     path = tmp_path / "d.json"
     path.write_text(json.dumps(diag))
     bounds = {"hinted_rare_pass@1_hard": {"min": 0.8}}
@@ -168,6 +169,12 @@ def test_a_base_model_whose_sft_never_passed_its_check_is_out_of_regime(tmp_path
         gate(path, {"bounds": bounds}, tmp_path / "r.json")
     assert not gate(path, {"bounds": bounds, "gate": False}, tmp_path / "r.json")["in_regime"]
     assert gate(path, {"bounds": bounds, "sft_check": False}, tmp_path / "r.json")["in_regime"]
-    diag["sft"]["passed"] = True
+    # a check that passed during SFT and dipped after the anneal to one problem short of 0.98 (62
+    # of 64, met on 3 of 30 families builds): the base model did learn every strategy
+    diag["sft"].update(passed_at_step=1100, final_execution={"x": 0.96875})
+    path.write_text(json.dumps(diag))
+    assert gate(path, {"bounds": bounds}, tmp_path / "r.json")["in_regime"]
+    # a real LM's diagnosis has no SFT block, and nothing is judged of one
+    del diag["sft"]
     path.write_text(json.dumps(diag))
     assert gate(path, {"bounds": bounds}, tmp_path / "r.json")["in_regime"]

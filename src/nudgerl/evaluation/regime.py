@@ -99,9 +99,13 @@ def gate(diagnosis_path: str | Path, regime: dict, out: str | Path) -> dict:
     rows = check(rl["counts"], {**bounds, **reported}, regime.get("confidence", DEFAULT_CONFIDENCE))
     failed = [describe_failure(r) for r in rows if not r["ok"]]
     sft = diagnosis.get("sft") or {}
-    if regime.get("sft_check", True) and sft.get("passed") is False:
-        # an SFT that reached its step cap without executing every strategy is a failed base
-        # model, whatever its figures happen to be on this machine
+    if regime.get("sft_check", True) and "passed_at_step" in sft and sft["passed_at_step"] is None:
+        # an SFT that reached its step cap without ever executing every strategy is a failed
+        # base model, whatever its figures happen to be on this machine. Judged on the check
+        # passing during SFT, not on the check after the anneal: at 0.98 of 64 problems that
+        # one is a single problem from failing (3 of 30 families builds that had passed dipped
+        # to 62 of 64 on one strategy after it), and what the base model executes when it
+        # counts is measured below the bounds above with its interval
         failed.append(f"the base model's SFT ended at step {sft.get('steps')} without passing its execution check "
                       f"(final execution {sft.get('final_execution')})")
     verdict = {

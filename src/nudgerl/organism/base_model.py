@@ -143,6 +143,7 @@ def _sft_phase(model, tokenizer, cfg: BaseModelConfig, gen, log) -> tuple[list, 
         "restarts": schedule.restarts,
         "final_execution": final,
         "final_execution_chosen": final_chosen,
+        # the check after the anneal, recorded; the regime gate and sft_attempts read passed_at_step
         "passed": min(final.values()) >= cfg.check_threshold and min(final_chosen.values()) >= cfg.check_threshold,
         "unhinted_strategy_prior": unhinted_strategy_prior(model, tokenizer, check_set, spec),
         **({"family_strategy_prior": family_strategy_prior(model, tokenizer, check_set, spec)}
@@ -231,7 +232,7 @@ def train_base_model(cfg: BaseModelConfig, out_dir: str | Path, log=print, drill
         sft_history, check = _sft_phase(model, tokenizer, run, gen, log)
         attempts.append({"attempt": attempt, "seed": run.seed, "steps": check["steps"],
                          "passed_at_step": check["passed_at_step"], "passed": check["passed"]})
-        if check["passed"]:
+        if check["passed_at_step"] is not None:  # the check passed during SFT (the regime gate's test)
             break
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.generation_config.eos_token_id = tokenizer.eos_token_id
