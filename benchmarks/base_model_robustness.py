@@ -113,13 +113,6 @@ def _row(out: Path, seed: int, threads: int, sft_cpu: float | None, wall: float)
             "summary": verdict["summary"], "sft": verdict["sft"]}
 
 
-def _passed_at(sft: dict) -> str:
-    """The step the kept attempt's check passed at, and which attempt it was where not the first
-    (``base_model.sft_attempts``: earlier attempts reached their cap and were discarded)."""
-    attempts = sft.get("attempts") or 1
-    return f"{sft.get('passed_at_step')}" + (f" (attempt {attempts}, seed {sft.get('model_seed')})" if attempts > 1 else "")
-
-
 def _bound(b: dict) -> str:
     return " and ".join(f"{'>=' if k == 'min' else '<='} {b[k]:g}" for k in ("min", "max") if b.get(k) is not None)
 
@@ -157,6 +150,8 @@ def merged_config(files: list[str]) -> dict:
 
 
 def markdown(rows: list[dict], config: dict, configfiles=("config/config.yaml",)) -> str:
+    from nudgerl.evaluation.regime import sft_passed_cell
+
     bounds = config["regime"]["bounds"]
     # the bounded figures, then those the verdict reports without a bound
     figs = list(bounds) + sorted({f for r in rows for f in r["figures"]} - set(bounds))
@@ -185,7 +180,8 @@ def markdown(rows: list[dict], config: dict, configfiles=("config/config.yaml",)
                          f"{x['value']:.3f} [{x['low']:.3f}, {x['high']:.3f}]{margin}" +
                          ("" if f in bounds else f", {x['k']} of {x['n']}"))
         lines.append(f"| {r['seed']} | {r['threads']} | {r.get('kernels', 'native')} | " + " | ".join(cells) +
-                     f" | {sft.get('steps')} | {_passed_at(sft)} | {round(r['sft_wall_s'])} | "
+                     f" | {sft.get('steps')} | {sft_passed_cell(sft.get('passed_at_step'), sft.get('attempts') or 1, sft.get('model_seed'))}"
+                     f" | {round(r['sft_wall_s'])} | "
                      f"{'yes' if r['in_regime'] else 'NO'} |")
     lines += ["", f"{sum(r['in_regime'] for r in rows)} of {len(rows)} inside the regime.", "",
               "**Margins** (smallest distance inside each bound over the rows above; a bound the spread comes within "

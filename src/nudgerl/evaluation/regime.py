@@ -166,6 +166,15 @@ def replicate_table(regime_paths: list[str | Path]) -> pd.DataFrame:
     return pd.DataFrame.from_records(rows)
 
 
+def sft_passed_cell(passed_at, attempts: int = 1, model_seed=None) -> str:
+    """The step a base model's SFT check passed at ('-' for never), and which attempt was kept
+    where not the first (``base_model.sft_attempts``: the earlier ones reached their cap)."""
+    cell = "-" if passed_at is None or pd.isna(passed_at) else str(int(passed_at))
+    if attempts > 1:
+        cell += f" (attempt {attempts}" + ("" if model_seed is None else f", seed {model_seed}") + ")"
+    return cell
+
+
 def _cell(r, f: str) -> str:
     x = r.get(f)
     if x is None or pd.isna(x):
@@ -186,11 +195,8 @@ def replicate_markdown(df: pd.DataFrame, bounds: dict | None = None) -> str:
     rows = []
     for _, r in df.iterrows():
         r = r.to_dict()
-        steps, passed = ("-" if r[c] is None or pd.isna(r[c]) else str(int(r[c]))
-                         for c in ("sft_steps", "sft_check_passed_at"))
-        attempts = int(r.get("sft_attempts") or 1)
-        if attempts > 1:  # the earlier attempts reached the SFT cap and were built again (base_model.sft_attempts)
-            passed += f" (attempt {attempts})"
+        steps = "-" if r["sft_steps"] is None or pd.isna(r["sft_steps"]) else str(int(r["sft_steps"]))
+        passed = sft_passed_cell(r["sft_check_passed_at"], int(r.get("sft_attempts") or 1))
         rows.append([str(r["seed"]), *(_cell(r, f) for f in TABLE_FIGURES), steps, passed,
                      "yes" if r["in_regime"] else "NO"])
     lines.append(markdown_table(header, rows))
