@@ -28,6 +28,18 @@ LOCKED_EXTRAS = ("test", "smollm2", "tracking")
 WORKFLOW_FILES = ("Snakefile", "workflow", "config", "profiles", "dvc.yaml", "params.yaml", ".gitignore")
 
 
+def load_script(relative: str):
+    """A script of the repository that is not a package module (benchmarks/, scripts/), imported
+    from its file so that tests can call its functions."""
+    import importlib.util
+
+    path = REPO / relative
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def copy_workflow(dest: Path) -> Path:
     """A scratch copy of the workflow in its own git + DVC repo, as a user's clone is:
     runs never touch this checkout's results/, and DVC's git checks (ignored files) apply."""

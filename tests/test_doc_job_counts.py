@@ -3,23 +3,19 @@ number is read out of its page's prose and compared with a dry run of its config
 (`scripts/dag_jobs.py`, `--forceall`: every job, whatever results exist). A page that says 119
 where the DAG has 203 fails here, naming the page and the sentence."""
 
-import importlib.util
 import re
 
 import pytest
 import yaml
 
-from conftest import REPO
+from conftest import REPO, load_script
 
 # a Snakemake dry run per configuration (10-40 s each)
 pytestmark = pytest.mark.slow
 
 
 def _dag_jobs():
-    spec = importlib.util.spec_from_file_location("dag_jobs", REPO / "scripts" / "dag_jobs.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("scripts/dag_jobs.py")
 
 
 # (page, pattern whose group 1 is the quoted count, configuration as scripts/dag_jobs.py takes it)

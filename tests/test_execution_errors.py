@@ -1,16 +1,9 @@
-import importlib.util
-from pathlib import Path
-
+from conftest import load_script
 from nudgerl.organism import families
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("execution_errors", REPO / "benchmarks" / "execution_errors.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/execution_errors.py")
 
 
 def test_the_first_wrong_step_of_a_trace_is_the_step_a_model_got_wrong():

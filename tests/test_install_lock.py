@@ -24,7 +24,7 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from conftest import LOCKED_EXTRAS, REPO
+from conftest import LOCKED_EXTRAS, REPO, load_script
 
 CPU_LOCK = REPO / "requirements" / "cpu-lock.txt"
 GPU_LOCK = REPO / "requirements" / "gpu-lock.txt"
@@ -48,10 +48,7 @@ def project() -> dict:
 
 
 def torch_wheel():
-    spec = importlib.util.spec_from_file_location("torch_wheel", REPO / "scripts" / "torch_wheel.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("scripts/torch_wheel.py")
 
 
 # ---- the locks ----

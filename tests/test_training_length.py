@@ -1,20 +1,17 @@
 """benchmarks/training_length.py: the rule that reads GRPO's training length off a pilot's curves."""
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+from conftest import load_script
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def tl():
-    spec = importlib.util.spec_from_file_location("training_length", REPO / "benchmarks" / "training_length.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/training_length.py")
 
 
 def test_a_risen_curves_plateau_is_where_it_reaches_nine_tenths_of_its_rise(tl):
