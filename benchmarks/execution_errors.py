@@ -30,6 +30,7 @@ def main(argv=None) -> int:
     from transformers import AutoTokenizer, LlamaForCausalLM
 
     from nudgerl.organism import families as spec
+    from nudgerl.organism.checks import greedy_traces
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", required=True)
@@ -48,14 +49,8 @@ def main(argv=None) -> int:
     problems = spec.validation_problems(seed, args.problems)
     print(f"{args.model}: check-set seed {seed}, {len(problems)} problems")
     for name in spec.STRATEGIES:
-        start = spec.chosen_prefix(name)
-        prompts = [tok.apply_chat_template([{"role": "user", "content": spec.prompt_text(p.text(), spec.hint_line(name))}],
-                                           tokenize=False, add_generation_prompt=True) + start for p in problems]
-        enc = tok(prompts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
-        with torch.no_grad():
-            out = model.generate(**enc, max_new_tokens=spec.MAX_TRACE_TOKENS, do_sample=False,
-                                 pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
-        texts = tok.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+        # the hinted half of the SFT's execution check, as it runs (nudgerl.organism.checks)
+        start, texts = greedy_traces(model, tok, problems, name, given_choice=True, spec=spec)
         steps, families = Counter(), Counter()
         for p, t in zip(problems, texts):
             i = first_wrong_step(f"{start} {t.strip()}", spec.trace(p.terms, name))

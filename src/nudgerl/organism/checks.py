@@ -7,6 +7,29 @@ from nudgerl.models import GENERATE_CACHE
 from nudgerl.organism import task
 
 
+def greedy_traces(model, tokenizer, problems: list, name: str, batch_size: int = 256, given_choice: bool = False,
+                  hinted: bool = True, spec=task) -> tuple[str, list[str]]:
+    """The model's greedy traces of strategy ``name`` on ``problems``, ``hinted`` with it or not;
+    ``given_choice``: the trace's first words (the strategy's choice) are put in the answer
+    first. Returns that start ("" without it) and the traces after it."""
+    import torch
+
+    start = spec.chosen_prefix(name) if given_choice else ""
+    prompts = [tokenizer.apply_chat_template([{"role": "user", "content": spec.prompt_text(
+        p.text(), spec.hint_line(name) if hinted else None)}], tokenize=False, add_generation_prompt=True)
+        + start for p in problems]
+    texts = []
+    with torch.no_grad():
+        for i in range(0, len(prompts), batch_size):
+            enc = tokenizer(prompts[i : i + batch_size], return_tensors="pt", padding=True,
+                            padding_side="left", add_special_tokens=False)
+            out = model.generate(**enc, max_new_tokens=spec.MAX_TRACE_TOKENS, do_sample=False,
+                                 pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+                                 **GENERATE_CACHE)
+            texts += tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+    return start, texts
+
+
 def execution_check(model, tokenizer, problems: list, batch_size: int = 256, chosen: bool = False,
                     misexecuted: frozenset[str] = frozenset(), spec=task, choice_after_hint: bool = False
                     ) -> dict[str, float]:
@@ -18,29 +41,16 @@ def execution_check(model, tokenizer, problems: list, batch_size: int = 256, cho
     (``unhinted_rare_accuracy`` < 1), so that trace counts as written too. ``spec``: the task
     module. ``choice_after_hint``: hinted, the choice is given too (a hint that only nudges
     leaves the greedy choice to the habit on some problems; execution is what is checked)."""
-    import torch
-
     was_training = model.training
     model.eval()
     scores = {}
-    with torch.no_grad():
-        for name in spec.STRATEGIES:
-            start = spec.chosen_prefix(name) if chosen or choice_after_hint else ""
-            prompts = [tokenizer.apply_chat_template([{"role": "user", "content": spec.prompt_text(
-                p.text(), None if chosen else spec.hint_line(name))}], tokenize=False, add_generation_prompt=True)
-                + start for p in problems]
-            right = 0
-            for i in range(0, len(prompts), batch_size):
-                enc = tokenizer(prompts[i : i + batch_size], return_tensors="pt", padding=True,
-                                padding_side="left", add_special_tokens=False)
-                out = model.generate(**enc, max_new_tokens=spec.MAX_TRACE_TOKENS, do_sample=False,
-                                     pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
-                                     **GENERATE_CACHE)
-                texts = tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
-                right += sum(f"{start} {t.strip()}".strip() in (
-                    spec.trace(p.terms, name), *([spec.misexecuted_trace(p.terms, name)] if name in misexecuted else []))
-                    for p, t in zip(problems[i:], texts))
-            scores[name] = right / len(problems)
+    for name in spec.STRATEGIES:
+        start, texts = greedy_traces(model, tokenizer, problems, name, batch_size,
+                                     given_choice=chosen or choice_after_hint, hinted=not chosen, spec=spec)
+        right = sum(f"{start} {t.strip()}".strip() in (
+            spec.trace(p.terms, name), *([spec.misexecuted_trace(p.terms, name)] if name in misexecuted else []))
+            for p, t in zip(problems, texts))
+        scores[name] = right / len(problems)
     model.train(was_training)
     return scores
 
