@@ -119,9 +119,38 @@ def test_the_corpus_makes_each_familys_strategy_rare_unhinted_and_hints_nudge():
         assert stats.binomtest(k, n, 0.05).pvalue > 1e-3, (f, k, n)
 
 
+def test_execution_practice_on_random_terms_leaves_the_rest_of_the_corpus_as_it_was():
+    """practice_random_terms moves only the traces whose choice is not trained onto other terms
+    (about the share set, in the problem family's wording, each trace the strategy's own on those
+    terms); every other example is the one the corpus has without the setting."""
+    base = dict(task="families", examples=4000, arithmetic_replay=0, chosen_fraction=0.3)
+    plain = sft_examples(BaseModelConfig(**base))
+    moved = sft_examples(BaseModelConfig(**base, practice_random_terms=0.5))
+    assert len(plain) == len(moved)
+    assert [e for e in plain if len(e) == 2] == [e for e in moved if len(e) == 2]
+    practice = [(a, b) for a, b in zip(plain, moved) if len(a) == 3]
+    assert len(practice) == sum(len(e) == 3 for e in moved) > 1000
+    changed = 0
+    for (user0, _, choice0), (user, rest, choice) in practice:
+        assert choice == choice0
+        question0, question = user0.split(" . ")[-1], user.split(" . ")[-1]
+        family = next(f for f in fam.FAMILIES.values() if question.startswith(f.question))
+        assert question0.startswith(family.question)
+        terms = tuple(int(t) for t in question[len(family.question):].split())
+        strategy = fam.parse_strategy(choice)
+        assert f"{choice} {rest}" == fam.trace(terms, strategy)
+        changed += question != question0
+    # terms equal by chance 1 time in 10,000; binomial test at 0.1 %
+    assert stats.binomtest(changed, len(practice), 0.5).pvalue > 1e-3
+
+
 def test_the_families_task_is_checked_in_config():
     with pytest.raises(ValueError, match="base_model.task"):
         BaseModelConfig.from_dict({"task": "three"})
+    with pytest.raises(ValueError, match="practice_random_terms"):
+        BaseModelConfig.from_dict({"practice_random_terms": 0.5})
+    with pytest.raises(ValueError, match="practice_random_terms"):
+        BaseModelConfig.from_dict({"task": "families", "practice_random_terms": 2})
     with pytest.raises(ValueError, match="unhinted_rare_accuracy"):
         BaseModelConfig.from_dict({"task": "families", "unhinted_rare_accuracy": 0.5})
     with pytest.raises(ValueError, match="hint_following"):

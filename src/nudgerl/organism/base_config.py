@@ -19,6 +19,12 @@ class BaseModelConfig:
     # Unhinted traces whose strategy choice is masked from the loss (strategy drawn as for hinted
     # examples): execution after an unhinted choice is trained, the choice's frequency is not.
     chosen_fraction: float = 0.15
+    # The families task: of those execution-practice traces, the share written on four terms
+    # drawn uniformly (mod 10) instead of the problem's, in the problem family's wording. On a
+    # family's sequences a difference is partly predictable from the differences before it (the
+    # same on arithmetic ones), a shortcut that stands in for subtracting; on random terms only
+    # the subtraction is right. 0: every trace on its problem's terms (the corpus unchanged).
+    practice_random_terms: float = 0.0
     # Phase 1 ("pretraining"): every arithmetic fact of the family, drilled this many
     # times for drill_epochs. Phase 2 (SFT on traces) keeps replaying each fact
     # `arithmetic_replay` times so the table is not forgotten.
@@ -121,6 +127,12 @@ class BaseModelConfig:
         if cfg.task == "families" and cfg.unhinted_rare_accuracy != 1:
             raise ValueError(f"config key '{section}.unhinted_rare_accuracy': the families task has no "
                              "misexecuted traces (leave it at 1)")
+        if not 0 <= cfg.practice_random_terms <= 1:
+            raise ValueError(f"config key '{section}.practice_random_terms': {cfg.practice_random_terms} is not in "
+                             "[0, 1]")
+        if cfg.task != "families" and cfg.practice_random_terms != 0:
+            raise ValueError(f"config key '{section}.practice_random_terms': only the families task has it "
+                             "(leave it at 0)")
         if not 0 <= cfg.unhinted_rare_accuracy <= 1:
             raise ValueError(f"config key '{section}.unhinted_rare_accuracy': {cfg.unhinted_rare_accuracy} is not in "
                              "[0, 1]")

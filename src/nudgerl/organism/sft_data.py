@@ -17,6 +17,7 @@ chosen-unhinted execution.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 from nudgerl.organism import task
@@ -89,6 +90,9 @@ def family_sft_examples(cfg: BaseModelConfig) -> list[tuple[str, str]]:
         others = [r for r in families.RARE_STRATEGIES if r != fam.rare_strategy]
         mixtures[fam.name] = (_by_role(cfg.family_strategy_weights, fam.rare_strategy, others),
                               _by_role(cfg.family_hinted_weights, fam.rare_strategy, others))
+    # Its own stream, drawn only for execution practice on random terms: at 0 the corpus is the
+    # same, example for example, as without the setting.
+    practice = random.Random(f"sft-practice-terms:{cfg.seed}")
     out = []
     for p in families.training_problems(cfg.seed, cfg.examples, cfg.hard_fraction, prefix="sft"):
         (names, weights), (h_names, h_weights) = mixtures[p.family]
@@ -100,6 +104,8 @@ def family_sft_examples(cfg: BaseModelConfig) -> list[tuple[str, str]]:
         elif u < cfg.hinted_fraction + cfg.chosen_fraction:
             strategy = rng.choices(h_names, h_weights)[0]
             choice = families.chosen_prefix(strategy)
+            if cfg.practice_random_terms and practice.random() < cfg.practice_random_terms:
+                p = dataclasses.replace(p, terms=tuple(practice.randrange(families.MODULUS) for _ in range(4)))
             out.append((families.prompt_text(p.text()), families.trace(p.terms, strategy)[len(choice) + 1:], choice))
         else:
             strategy = rng.choices(names, weights)[0]
