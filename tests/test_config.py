@@ -9,6 +9,8 @@ import yaml
 
 from nudgerl.config import ConfigError, load_config, validate_config
 
+from conftest import merged_config
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -230,3 +232,15 @@ def test_per_rule_resources_are_schema_checked(default_config):
     cfg["resources"] = {"runtime": {"train_grpx": 30}}
     with pytest.raises(ConfigError, match="'train_grpx' is not one of"):
         validate_config(cfg)
+
+
+def test_base_model_seed_is_an_organism_key(default_config):
+    ok = copy.deepcopy(default_config)
+    ok["base_model_seed"] = 3
+    validate_config(ok)
+    bad = copy.deepcopy(default_config)
+    bad["base_model_seed"] = -1
+    assert "base_model_seed" in _error(bad)
+    paper = merged_config("smollm2.yaml")
+    paper["base_model_seed"] = 0
+    assert "'base_model_seed': only the organism" in _error(paper)

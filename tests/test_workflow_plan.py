@@ -197,6 +197,23 @@ def test_organism_outputs_and_base_model_arguments():
     assert plan.paths.regime_input(w) == f"{plan.paths.DIAGNOSIS}.regime.json".format(seed=1)
 
 
+def test_replicates_can_start_from_one_base_model():
+    """base_model_seed: every replicate's RL, ranking and base evaluation read that seed's base
+    model and wait for its regime verdict; its diagnosis is the only one the run makes."""
+    cfg = copy.deepcopy(merged_config("smoke.yaml"))
+    cfg["base_model_seed"] = 7
+    plan = WorkflowPlan(cfg)
+    for seed in cfg["seeds"]:
+        w = SimpleNamespace(seed=str(seed), method="base")
+        assert plan.paths.model_dir(w) == plan.paths.base_model_arg(w) == plan.paths.BASE_MODEL.format(seed=7)
+        assert plan.paths.regime_input(w) == f"{plan.paths.DIAGNOSIS}.regime.json".format(seed=7)
+    assert plan.paths.base_seeds(cfg["seeds"]) == [7]
+    diagnoses = [f for f in plan.result_outputs() if "/diagnostics/base_model/" in f]
+    assert diagnoses and all(f.split("/")[-1].startswith("seed7.") for f in diagnoses)
+    unset = WorkflowPlan(merged_config("smoke.yaml"))
+    assert unset.paths.base_seeds(cfg["seeds"]) == list(cfg["seeds"])
+
+
 def test_math_task_runs_per_model():
     plan = WorkflowPlan(merged_config("smollm2.yaml"))
     assert plan.paths.TASK == "math" and plan.paths.RESULTS == f"{plan.paths.SHARED}/{{model}}"

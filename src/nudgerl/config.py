@@ -146,6 +146,9 @@ def check_replicates(config: dict) -> list[str]:
             problems.append(f"config key '{key}': {sorted(set(sub) - seeds)} not in 'seeds' {sorted(seeds)}; "
                             "these runs are paired with the Table 1 replicates")
     problems += check_verdicts(config)
+    if config.get("base_model_seed") is not None and config.get("task", "organism") != "organism":
+        problems.append("config key 'base_model_seed': only the organism builds base models (task math names its "
+                        "models in 'models'); remove it")
     if config.get("study"):
         problems += check_study(config)
     if config.get("baselines"):

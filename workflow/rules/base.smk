@@ -107,9 +107,9 @@ if TASK == "organism":
             "--label 'base model seed{wildcards.seed}' --threads {threads} --out {output} > {log} 2>&1"
 
     rule transfer:
-        """Every replicate's transfer probe on one page."""
+        """The transfer probe of every base model the replicates start from, on one page."""
         input:
-            expand(f"{RESULTS}/diagnostics/transfer/seed{{seed}}.json", seed=SEEDS),
+            expand(f"{RESULTS}/diagnostics/transfer/seed{{seed}}.json", seed=BASE_SEEDS),
         output:
             f"{RESULTS}/diagnostics/transfer.md",
         conda:
@@ -122,9 +122,9 @@ if TASK == "organism":
             "nudgerl transfer-page --probes {input} --out {output} > {log} 2>&1"
 
     rule base_model_table:
-        """Every replicate's base-model diagnosis and regime verdict, one row each."""
+        """The replicates' base-model diagnoses and regime verdicts, one row per base model."""
         input:
-            expand(f"{DIAGNOSIS}.regime.json", seed=SEEDS),
+            expand(f"{DIAGNOSIS}.regime.json", seed=BASE_SEEDS),
         output:
             csv=f"{RESULTS}/diagnostics/base_models.csv",
             md=f"{RESULTS}/diagnostics/base_models.md",

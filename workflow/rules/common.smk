@@ -59,6 +59,7 @@ ORACLES = PLAN.paths.ORACLES
 BASE_MODEL = PLAN.paths.BASE_MODEL
 DRILLED_MODEL = PLAN.paths.DRILLED_MODEL
 DIAGNOSIS = PLAN.paths.DIAGNOSIS
+BASE_SEEDS = PLAN.paths.base_seeds(SEEDS)  # the base models the replicates start from
 POOL_DVC_STAGE = PLAN.paths.POOL_DVC_STAGE
 ORACLE_DVC_STAGE = PLAN.paths.ORACLE_DVC_STAGE
 # a job's roots and prefixes, from its wildcards, inputs or outputs (params functions)

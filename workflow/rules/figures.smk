@@ -118,7 +118,7 @@ if TASK != "math":
     rule strategy_diversity:
         """Distinct strategies among N naive vs N nudged base-model samples per problem (paper Fig. 1c)."""
         input:
-            model=BASE_MODEL.format(seed=SEEDS[0]),
+            model=BASE_MODEL.format(seed=BASE_SEEDS[0]),
             train=rules.organism_data.output.train,
             pools=POOLS,
         output:

@@ -49,7 +49,11 @@ class PlanPaths:
         self.POOL_STAGE = self.config.get("pools", {}).get("stage", "pools_organism")
         self.POOLS = f"{self.SHARED}/pools/{self.POOL_STAGE}.jsonl"
         self.RANKED_POOLS = f"{self.RESULTS}/pools/{self.POOL_STAGE}.ranked.seed{{seed}}.jsonl"  # ranked by each replicate's base policy
-        self.BASE_MODEL = f"{self.SHARED}/models/base/seed{{seed}}"  # the organism's base model of one replicate
+        self.BASE_MODEL = f"{self.SHARED}/models/base/seed{{seed}}"  # the organism's base model of one seed
+        # Which base model a replicate's RL starts from: its own seed's (null, each replicate its
+        # own base model), or one seed's for every replicate (the paper's setting: one pretrained
+        # model, replicates are RL and sampling seeds).
+        self.BASE_MODEL_SEED = self.config.get("base_model_seed")
         # its phase 1 (the arithmetic drill), shared with the regime map's base models of that seed
         self.DRILLED_MODEL = f"{self.SHARED}/models/drilled/seed{{seed}}"
         self.DIAGNOSIS = f"{self.RESULTS}/diagnostics/base_model/seed{{seed}}"  # its diagnosis (.json, .md) and regime (.regime.json)
@@ -91,24 +95,32 @@ class PlanPaths:
         m = self.HUB_MODELS[wildcards.model]
         return f"--repo-id {shlex.quote(m['path'])} --revision {shlex.quote(m.get('revision') or 'main')}"
 
+    def base_seed(self, seed) -> int:
+        """The seed of the organism base model replicate ``seed`` starts from (``base_model_seed``)."""
+        return int(seed) if self.BASE_MODEL_SEED is None else int(self.BASE_MODEL_SEED)
+
+    def base_seeds(self, seeds) -> list[int]:
+        """The organism base models replicates ``seeds`` start from, each once, in order."""
+        return list(dict.fromkeys(self.base_seed(s) for s in seeds))
+
     def base_model_input(self, wildcards):
         """Input files of the base policy: the organism replicate's trained folder, or a real
         model's local folder (a Hub id's snapshot, a GGUF conversion, or the configured folder)."""
         if self.TASK != "math":
-            return self.BASE_MODEL.format(seed=wildcards.seed)
+            return self.BASE_MODEL.format(seed=self.base_seed(wildcards.seed))
         return self.model_folder(wildcards.model)
 
     def base_model_arg(self, wildcards):
         """--model of the base policy, for a rule's params: always a local folder, with no
         --revision (a snapshot folder is its revision; a local folder has none)."""
         if self.TASK != "math":
-            return self.BASE_MODEL.format(seed=wildcards.seed)
+            return self.BASE_MODEL.format(seed=self.base_seed(wildcards.seed))
         return shlex.quote(self.model_folder(wildcards.model))
 
     def regime_input(self, wildcards):
-        """The replicate's regime verdict (organism): every RL job waits for it, and the gate
-        rule fails when the base model is outside the configured regime."""
-        return f"{self.DIAGNOSIS}.regime.json".format(seed=wildcards.seed) if self.TASK != "math" else []
+        """The regime verdict of the replicate's base model (organism): every RL job waits for it,
+        and the gate rule fails when the base model is outside the configured regime."""
+        return f"{self.DIAGNOSIS}.regime.json".format(seed=self.base_seed(wildcards.seed)) if self.TASK != "math" else []
 
     def model_dir(self, wildcards):
         """Input of an evaluation: a trained run's model folder, or the base policy."""
