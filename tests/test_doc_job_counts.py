@@ -38,6 +38,7 @@ CONFIGURATION_ROWS = {
     "`config/config.yaml`": "config.yaml",
     "`config/common.yaml`": "config.yaml+common.yaml",
     "`config/families.yaml`": "config.yaml+families.yaml",
+    "`config/families_default.yaml` (over `config/families.yaml`)": "config.yaml+families.yaml+families_default.yaml",
     "`config/study.yaml`, target `study`": "config.yaml+study.yaml:study",
     "`config/smoke.yaml`": "smoke.yaml",
     "`config/paper.yaml`": "paper.yaml",
