@@ -21,6 +21,7 @@ os.environ[CONFIG_SHA256_ENV] = hashlib.sha256(json.dumps(config, sort_keys=True
 TASK = PLAN.paths.TASK  # organism | math
 SEEDS = PLAN.methods.SEEDS
 ABLATION_SEEDS = PLAN.methods.ABLATION_SEEDS
+BASE_SEEDS = PLAN.methods.BASE_SEEDS  # the base models the replicates start from
 BENCHMARKS = PLAN.paths.BENCHMARKS
 MODELS = PLAN.paths.MODELS  # task math: the real base models by name
 GGUF_MODELS = PLAN.paths.GGUF_MODELS
@@ -59,7 +60,6 @@ ORACLES = PLAN.paths.ORACLES
 BASE_MODEL = PLAN.paths.BASE_MODEL
 DRILLED_MODEL = PLAN.paths.DRILLED_MODEL
 DIAGNOSIS = PLAN.paths.DIAGNOSIS
-BASE_SEEDS = PLAN.paths.base_seeds(SEEDS)  # the base models the replicates start from
 POOL_DVC_STAGE = PLAN.paths.POOL_DVC_STAGE
 ORACLE_DVC_STAGE = PLAN.paths.ORACLE_DVC_STAGE
 # a job's roots and prefixes, from its wildcards, inputs or outputs (params functions)

@@ -23,9 +23,11 @@ class PlanMethods:
     def __init__(self, config: dict, paths):
         self.config = config
         self._paths = paths
-        # Replicates: every seed has its own base model (organism: SFT seed), RL seed and sampling
-        # seed. Ablations and the eps_high sweep run on ABLATION_SEEDS (a subset; captions say so).
+        # Replicates: every seed has its own RL and sampling seed and (organism) its own base model,
+        # or all one base model (base_model_seed): BASE_SEEDS are the base models they start from.
+        # Ablations and the eps_high sweep run on ABLATION_SEEDS (a subset; captions say so).
         self.SEEDS = config["seeds"]
+        self.BASE_SEEDS = paths.base_seeds(self.SEEDS)
         self.ABLATION_SEEDS = config.get("ablation_seeds", self.SEEDS[:1])
         self.GRPO_METHODS = grpo_methods(config)
         self.POPE_METHOD = pope_method(config)

@@ -60,7 +60,7 @@ class WorkflowPlan:
     def result_outputs(self):
         """Every table, figure and diagnosis (what compute accounting and the audit cover)."""
         diagnostics = [] if self.paths.TASK == "math" else [
-            *expand(f"{self.paths.DIAGNOSIS}.{{ext}}", seed=self.paths.base_seeds(self.methods.SEEDS),
+            *expand(f"{self.paths.DIAGNOSIS}.{{ext}}", seed=self.methods.BASE_SEEDS,
                    ext=["json", "md", "html", "regime.json"]),
             *expand(f"{self.paths.RESULTS}/diagnostics/base_models.{{ext}}", ext=["csv", "md", "html"]),
             # strategies are labelled in organism samples only
