@@ -100,3 +100,27 @@ def test_a_dotted_prefix_keeps_its_dot(tmp_path):
     paths = write_table(tmp_path, ["base"], ["aime24"], [0], tmp_path / "baselines_share0.3", "Fixes", n_boot=50)
     assert [p.name for p in paths] == [f"baselines_share0.3.{ext}" for ext in ("csv", "md", "tex", "html")]
     assert all(p.exists() for p in paths) and not (tmp_path / "baselines_share0.csv").exists()
+
+
+def test_captions_say_when_every_replicate_shares_one_base_model(tmp_path):
+    """config base_model_seed: the replicates differ in RL and sampling seed only, and Table 1's
+    caption and the per-replicate table's (through the CLI the rules call) say which base model."""
+    from nudgerl.cli import main
+
+    for seed in (0, 1):
+        _write(tmp_path, "base", seed, "aime24", [0, 0, 4, 0])
+        _write(tmp_path, "grpo8", seed, "aime24", [4, 4, 4, 2 * seed])
+    (tmp_path / "base" / "seed0" / "summary.json").write_text(json.dumps({"samples_per_problem": 4}))
+    out = tmp_path / "t"
+    assert main(["table", "--eval-root", str(tmp_path), "--methods", "base", "grpo8", "--benchmarks", "aime24",
+                 "--seeds", "0", "1", "--title", "Table 1", "--bootstrap-samples", "200",
+                 "--base-model-seed", "7", "--out-prefix", str(out / "table1")]) in (0, None)
+    md = (out / "table1.md").read_text()
+    assert "2 replicates (seeds 0, 1; each its own RL and sampling seed, all from the one base model of seed 7)" in md
+    assert "each its own base model" not in md
+    assert main(["replicate-table", "--eval-root", str(tmp_path), "--methods", "base", "grpo8", "--benchmarks",
+                 "aime24", "--seeds", "0", "1", "--bootstrap-samples", "200", "--base-model-seed", "7",
+                 "--out-prefix", str(out / "table1_replicates")]) in (0, None)
+    per = (out / "table1_replicates.md").read_text()
+    assert "each its own RL and sampling seed, all from the one base model of seed 7" in per
+    assert "its own base model" not in per

@@ -208,10 +208,13 @@ def test_replicates_can_start_from_one_base_model():
         assert plan.paths.model_dir(w) == plan.paths.base_model_arg(w) == plan.paths.BASE_MODEL.format(seed=7)
         assert plan.paths.regime_input(w) == f"{plan.paths.DIAGNOSIS}.regime.json".format(seed=7)
     assert plan.paths.base_seeds(cfg["seeds"]) == plan.methods.BASE_SEEDS == [7]
+    # the tables' captions say so (`table --base-model-seed`), not "each its own base model"
+    assert plan.arguments.table_base_model_arg() == "--base-model-seed 7"
     diagnoses = [f for f in plan.result_outputs() if "/diagnostics/base_model/" in f]
     assert diagnoses and all(f.split("/")[-1].startswith("seed7.") for f in diagnoses)
     unset = WorkflowPlan(merged_config("smoke.yaml"))
     assert unset.paths.base_seeds(cfg["seeds"]) == list(cfg["seeds"])
+    assert unset.arguments.table_base_model_arg() == ""
 
 
 def test_math_task_runs_per_model():

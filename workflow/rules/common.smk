@@ -47,6 +47,8 @@ VERDICT_ALPHA = PLAN.arguments.VERDICT_ALPHA
 POWER_TABLES = PLAN.arguments.POWER_TABLES  # `power-table --tables`: this config's tables and replicates
 TABLE1_EXPLORATION_ARG = PLAN.arguments.table1_exploration_arg(PLAN.paths.TASK)
 TABLE1_AA_ARG = PLAN.arguments.table1_aa_arg()  # `table --aa grpo8 grpo8_aa` with an A/A pair, else ""
+# `table --base-model-seed K` when every replicate starts from one base model (base_model_seed), else ""
+TABLE_BASE_MODEL_ARG = PLAN.arguments.table_base_model_arg()
 AA_EVALS = PLAN.methods.aa_evals()  # the A/A pair's evaluations ([] without one)
 
 # ---- where files live ---------------------------------------------------------------------

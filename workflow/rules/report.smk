@@ -23,6 +23,7 @@ rule table1:
         reference=REFERENCE,
         exploration=TABLE1_EXPLORATION_ARG,
         aa=TABLE1_AA_ARG,
+        base_model=TABLE_BASE_MODEL_ARG,
         prefix=table_prefix,
         eval_root=eval_root,
     conda:
@@ -34,7 +35,8 @@ rule table1:
     shell:
         "nudgerl table --title 'Table 1' --eval-root {params.eval_root} --methods {params.methods} "
         "--benchmarks {params.benchmarks} --seeds {params.seeds} --bootstrap-samples {params.n_boot} "
-        "--reference {params.reference} {params.exploration} {params.aa} --out-prefix {params.prefix} > {log} 2>&1"
+        "--reference {params.reference} {params.exploration} {params.aa} {params.base_model} "
+        "--out-prefix {params.prefix} > {log} 2>&1"
 
 
 rule training_reward:
@@ -101,6 +103,7 @@ rule replicate_table:
         benchmarks=BENCHMARKS,
         seeds=SEEDS,
         n_boot=N_BOOT,
+        base_model=TABLE_BASE_MODEL_ARG,
         prefix=table_prefix,
         eval_root=eval_root,
     conda:
@@ -112,7 +115,7 @@ rule replicate_table:
     shell:
         "nudgerl replicate-table --eval-root {params.eval_root} --methods {params.methods} "
         "--benchmarks {params.benchmarks} --seeds {params.seeds} --bootstrap-samples {params.n_boot} "
-        "--out-prefix {params.prefix} > {log} 2>&1"
+        "{params.base_model} --out-prefix {params.prefix} > {log} 2>&1"
 
 
 if TASK != "math":
@@ -168,6 +171,7 @@ if BASELINES:
             n_boot=N_BOOT,
             reference=REFERENCE,
             exploration=TABLE1_EXPLORATION_ARG,
+            base_model=TABLE_BASE_MODEL_ARG,
             prefix=table_prefix,
             eval_root=eval_root,
         conda:
@@ -180,7 +184,7 @@ if BASELINES:
             "nudgerl table --title 'The field exploration fixes' --eval-root {params.eval_root} "
             "--methods {params.methods} --benchmarks {params.benchmarks} --seeds {params.seeds} "
             "--bootstrap-samples {params.n_boot} --reference {params.reference} {params.exploration} "
-            "--out-prefix {params.prefix} > {log} 2>&1"
+            "{params.base_model} --out-prefix {params.prefix} > {log} 2>&1"
 
 
 rule claims:
@@ -268,6 +272,7 @@ rule ablation_table:
         seeds=ABLATION_SEEDS,
         n_boot=N_BOOT,
         reference=REFERENCE,
+        base_model=TABLE_BASE_MODEL_ARG,
         prefix=table_prefix,
         eval_root=eval_root,
     conda:
@@ -280,4 +285,4 @@ rule ablation_table:
         "nudgerl table --eval-root {params.eval_root} --methods {params.methods} "
         "--labels {params.labels:q} --title {params.title:q} --benchmarks {params.benchmarks} "
         "--seeds {params.seeds} --bootstrap-samples {params.n_boot} --reference {params.reference} "
-        "--out-prefix {params.prefix} > {log} 2>&1"
+        "{params.base_model} --out-prefix {params.prefix} > {log} 2>&1"

@@ -69,6 +69,12 @@ class PlanArguments:
         m = self._methods
         return f"--aa {m.AA_METHOD} {m.AA_REPEAT}" if m.AA_REPEAT else ""
 
+    def table_base_model_arg(self) -> str:
+        """`nudgerl table` / `replicate-table --base-model-seed`: with config base_model_seed (one
+        base model for every replicate, organism only) the tables' captions say so, else nothing."""
+        seed = self.config.get("base_model_seed")
+        return f"--base-model-seed {int(seed)}" if seed is not None else ""
+
     def table1_exploration_arg(self, task: str) -> str:
         """`nudgerl table` options that add exploration success to Table 1: organism runs only
         (their samples carry a strategy label); empty for real models."""

@@ -23,7 +23,7 @@ def cmd_table(args) -> None:
     aa = tuple(args.aa) if args.aa else None
     paths = write_table(args.eval_root, args.methods, args.benchmarks, args.seeds, args.out_prefix,
                         title=args.title, n_boot=args.bootstrap_samples, labels=args.labels, reference=reference,
-                        exploration=exploration, aa=aa)
+                        exploration=exploration, aa=aa, base_model_seed=args.base_model_seed)
     records = [Path(args.eval_root) / m / f"seed{s}" / f"{b}.{kind}.jsonl"
                for m in dict.fromkeys([*args.methods, *([reference] if reference else []), *(aa or ())])
                for s in args.seeds for b in args.benchmarks
@@ -31,7 +31,8 @@ def cmd_table(args) -> None:
     for path in paths:
         write_provenance(path, {"methods": args.methods, "benchmarks": args.benchmarks, "reference": reference,
                                 **({"aa": list(aa)} if aa else {}),
-                                **({"exploration": exploration} if exploration else {})},
+                                **({"exploration": exploration} if exploration else {}),
+                                **({"base_model_seed": args.base_model_seed} if args.base_model_seed is not None else {})},
                          {"runs": args.seeds}, records)
 
 
@@ -59,7 +60,8 @@ def cmd_replicate_table(args) -> None:
     csv, md = Path(args.out_prefix + ".csv"), Path(args.out_prefix + ".md")
     atomic_write_text(csv, df.to_csv(index=False))
     atomic_write_text(md, render_replicates(df, args.methods, _samples_per_problem(args.eval_root, args.methods[0],
-                                                                                    args.seeds[0]), args.reference))
+                                                                                    args.seeds[0]), args.reference,
+                                            base_model_seed=args.base_model_seed))
     html = _markdown_page(md, "Table 1 per replicate")
     write_provenance(csv, {"methods": args.methods, "benchmarks": args.benchmarks, "reference": args.reference},
                      {"runs": args.seeds}, _problem_records_of(args.eval_root, args.methods, args.seeds,
@@ -436,9 +438,13 @@ def register(subparsers) -> None:
     p.add_argument("--exploration-confidence", type=float, default=0.95)
     p.add_argument("--aa", nargs=2, metavar=("METHOD", "REPEAT"),
                    help="the A/A pair (config report.verdicts.aa): a caption sentence on what identical arms differ by")
+    p.add_argument("--base-model-seed", type=int,
+                   help="every replicate started from this one base model (config base_model_seed): the caption says so")
 
     p = add_command(subparsers, "replicate-table", cmd_replicate_table,
                     "per-replicate Avg pass@1 and paired difference from Base")
+    p.add_argument("--base-model-seed", type=int,
+                   help="every replicate started from this one base model (config base_model_seed): the caption says so")
     p.add_argument("--eval-root", required=True)
     p.add_argument("--methods", nargs="+", required=True)
     p.add_argument("--benchmarks", nargs="+", required=True)

@@ -146,11 +146,19 @@ def build_table(eval_root, methods, benchmarks, seeds, n_boot=2000, reference=No
 SIGNIFICANCE = 0.05
 
 
-def replicates_phrase(seeds) -> str:
+def replicate_seed_phrase(base_model_seed: int | None = None) -> str:
+    """What a replicate's seed sets: its own base model too, or (``base_model_seed``, one base
+    model for every replicate) only its RL and sampling."""
+    if base_model_seed is None:
+        return "each its own base model, RL and sampling seed"
+    return f"each its own RL and sampling seed, all from the one base model of seed {base_model_seed}"
+
+
+def replicates_phrase(seeds, base_model_seed: int | None = None) -> str:
     """'3 replicates (seeds 0, 1, 2; each its own base model, RL and sampling seed)'."""
     n = len(seeds)
     return (f"{n} replicate{'s' if n > 1 else ''} (seed{'s' if n > 1 else ''} {', '.join(map(str, seeds))}; "
-            f"each its own base model, RL and sampling seed)")
+            f"{replicate_seed_phrase(base_model_seed)})")
 
 
 def _cell(row, tex=False) -> str:
@@ -209,7 +217,8 @@ def samples_phrase(counts: dict[str, int]) -> str:
 
 
 def render(df: pd.DataFrame, methods, benchmarks, seeds, samples, title="Table 1", labels=None,
-           reference=None, exploration: dict | None = None, aa_sentence: str = "") -> tuple[str, str]:
+           reference=None, exploration: dict | None = None, aa_sentence: str = "",
+           base_model_seed: int | None = None) -> tuple[str, str]:
     labels = labels or [method_label(m) for m in methods]
     cols = [BENCHMARK_LABELS.get(b, b) for b in benchmarks] + ["Avg"]
     # each row's own count (build_table's samples column), not one run's: rows may differ
@@ -217,7 +226,7 @@ def render(df: pd.DataFrame, methods, benchmarks, seeds, samples, title="Table 1
                for m, label in zip(methods, labels)} if "samples" in df else {"": samples})
     caption = (
         f"{title}: pass@1 (%) with 95% bootstrap interval over problems"
-        f"{' and replicates' if len(seeds) > 1 else ''}; {replicates_phrase(seeds)}, {samples_phrase(counts)}."
+        f"{' and replicates' if len(seeds) > 1 else ''}; {replicates_phrase(seeds, base_model_seed)}, {samples_phrase(counts)}."
     )
     if reference:
         caption += (f" † = differs from {method_label(reference)} on that benchmark (paired sign-flip "
@@ -250,17 +259,20 @@ def render(df: pd.DataFrame, methods, benchmarks, seeds, samples, title="Table 1
 
 
 def write_table(eval_root, methods, benchmarks, seeds, out_prefix, title, n_boot=2000, labels=None,
-                reference=None, exploration: dict | None = None, aa: tuple[str, str] | None = None) -> list[Path]:
+                reference=None, exploration: dict | None = None, aa: tuple[str, str] | None = None,
+                base_model_seed: int | None = None) -> list[Path]:
     """A results table (Table 1 or an ablation): one row per method, benchmark columns and Avg;
     with ``reference``, a paired test of every other method against it per benchmark; with
     ``exploration`` ({strategy, success_share, confidence}), each method's exploration success;
-    with ``aa`` (the A/A pair's two run ids), a caption sentence on what identical arms differ by."""
+    with ``aa`` (the A/A pair's two run ids), a caption sentence on what identical arms differ by;
+    with ``base_model_seed``, a caption that says every replicate started from that one base model."""
     df, samples = build_table(eval_root, methods, benchmarks, seeds, n_boot=n_boot, reference=reference)
     if exploration:
         df = add_exploration(df, eval_root, methods, benchmarks, seeds, **exploration)
     labels = labels or [method_label(m) for m in methods]
     md, tex = render(df, methods, benchmarks, seeds, samples, title=title, labels=labels, reference=reference,
-                     exploration=exploration, aa_sentence=aa_caption(eval_root, aa, benchmarks, seeds) if aa else "")
+                     exploration=exploration, aa_sentence=aa_caption(eval_root, aa, benchmarks, seeds) if aa else "",
+                     base_model_seed=base_model_seed)
     df.insert(1, "label", [labels[methods.index(m)] for m in df.method])
     # a prefix, not a file name: "baselines_share0.3" keeps its ".3" (Path.with_suffix would drop it)
     paths = [Path(f"{out_prefix}{ext}") for ext in (".csv", ".md", ".tex", ".html")]
@@ -288,10 +300,11 @@ def replicate_rows(eval_root, methods, benchmarks, seeds, reference="base", n_bo
     return pd.DataFrame.from_records(records)
 
 
-def render_replicates(df: pd.DataFrame, methods, samples: int | None = None, reference="base") -> str:
+def render_replicates(df: pd.DataFrame, methods, samples: int | None = None, reference="base",
+                      base_model_seed: int | None = None) -> str:
     seeds = sorted(df.seed.unique())
-    caption = (f"**Table 1 per replicate: Avg pass@1 (%) of each replicate (its own base model, RL and sampling "
-               f"seed), and in brackets its paired difference from {method_label(reference)} of the same replicate "
+    caption = (f"**Table 1 per replicate: Avg pass@1 (%) of each replicate ({replicate_seed_phrase(base_model_seed)}), "
+               f"and in brackets its paired difference from {method_label(reference)} of the same replicate "
                f"with a 95 % interval over problems{f'; {samples} samples per problem' if samples else ''}.**")
     rows = []
     for m in methods:
