@@ -24,22 +24,23 @@ QUOTED = [
     ("docs/cluster.md", r"dry run \((\d+) jobs\)", "paper.yaml"),
     ("README.md", r"12-h GPU training jobs, (\d+) jobs", "paper.yaml"),
     ("docs/cluster.md", r"the DAG: (\d+) jobs for 2 models", "paper.yaml"),
-    ("docs/methods.md", r"evaluated again on every replicate, below\): (\d+) jobs", "config.yaml"),
-    ("docs/methods.md", r"It plans (\d+) jobs, \d+ of them the A/A pair", "config.yaml+study.yaml:study"),
-    ("docs/regime-map.md", r"The target plans (\d+) jobs", "config.yaml:regime_map"),
+    ("docs/methods.md", r"an audit of every artifact: (\d+) jobs", "config.yaml"),
+    ("docs/methods.md", r"evaluated again\s+on every replicate, below\): (\d+) jobs", "config.yaml+single_family.yaml"),
+    ("docs/methods.md", r"It plans (\d+) jobs, \d+ of them the A/A pair", "config.yaml+single_family.yaml+study.yaml:study"),
+    ("docs/regime-map.md", r"The target plans (\d+) jobs", "config.yaml+single_family.yaml:regime_map"),
     ("docs/performance.md", r"the default has (\d+) jobs", "config.yaml"),
     ("docs/smollm2.md", r"end to end, in (\d+) jobs", "smollm2.yaml"),
-    ("docs/configuration.md", r"\(`regime_map` target: (\d+)\)", "config.yaml:regime_map"),
+    ("docs/configuration.md", r"\(`regime_map` target: (\d+)\)", "config.yaml+single_family.yaml:regime_map"),
 ]
 
 # docs/configuration.md's table of configurations: its first column names the files, its fifth
 # the jobs
 CONFIGURATION_ROWS = {
     "`config/config.yaml`": "config.yaml",
-    "`config/common.yaml`": "config.yaml+common.yaml",
+    "`config/single_family.yaml`": "config.yaml+single_family.yaml",
+    "`config/common.yaml` (over `config/single_family.yaml`)": "config.yaml+single_family.yaml+common.yaml",
+    "`config/study.yaml` (over `config/single_family.yaml`), target `study`": "config.yaml+single_family.yaml+study.yaml:study",
     "`config/families.yaml`": "config.yaml+families.yaml",
-    "`config/families_default.yaml` (over `config/families.yaml`)": "config.yaml+families.yaml+families_default.yaml",
-    "`config/study.yaml`, target `study`": "config.yaml+study.yaml:study",
     "`config/smoke.yaml`": "smoke.yaml",
     "`config/paper.yaml`": "paper.yaml",
     "`config/offline.yaml` (over `config/paper.yaml`)": "paper.yaml+offline.yaml",

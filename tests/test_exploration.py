@@ -176,3 +176,21 @@ def test_the_families_task_counts_families_found_per_run_and_tests_them_over_rep
     md = render_markdown(exploration_table(rows, "grpo8"), rows, "grpo8", RARE, 0.5, 0.95)
     assert "| nudgerl8 | 9 of 16 | 4 / 2 / 1 / 2 | 56 % [6, 100] |" in md
     assert "each family's own, on its problems" in md
+
+
+def test_table1_with_families_names_each_familys_own_strategy(tmp_path):
+    """Table 1's Found caption under the families task: each family's own strategy, not the
+    configured single label (difference table is the quadratic family's alone)."""
+    from nudgerl.reporting.tables import write_table
+
+    for method, fams in (("grpo8", {"quadratic"}), ("nudgerl8", set(FAMILY_STRATEGY))):
+        _write_family_run(tmp_path, method, 0, fams)
+        path = tmp_path / method / "seed0" / "bench.problems.jsonl"
+        rows = [json.loads(line) for line in path.read_text().splitlines()]
+        path.write_text("".join(json.dumps({**r, "n": 4, "c": 4 * (r["family"] in fams or not r["hard"])}) + "\n"
+                                for r in rows))
+    paths = write_table(tmp_path, ["grpo8", "nudgerl8"], ["bench"], [0], tmp_path / "t1", "Table 1", n_boot=100,
+                        exploration={"strategy": RARE, "success_share": 0.5, "confidence": 0.95})
+    md = paths[1].read_text()
+    assert "strategy (each family's own, on its family's problems)" in md and "(difference table)" not in md
+    assert "families 4 of 4" in md and "families 1 of 4" in md

@@ -97,4 +97,5 @@ def test_the_study_target_without_its_config_says_which_configfile(workdir):
                           timeout=600)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0
-    assert "target `study` needs --configfile config/study.yaml" in out and "No rule to produce" not in out, out[-3000:]
+    assert "target `study` needs --configfile config/single_family.yaml config/study.yaml" in out, out[-3000:]
+    assert "No rule to produce" not in out, out[-3000:]

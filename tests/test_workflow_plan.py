@@ -37,6 +37,8 @@ def test_default_paths_and_methods():
     assert plan.methods.NUDGE_MAIN == f"nudgerl{n}"
     assert plan.methods.METHODS == ["base", *plan.methods.GRPO_METHODS, plan.methods.POPE_METHOD, plan.methods.NUDGE_MAIN]
     assert plan.methods.REFERENCE == ("grpo8" if 8 in cfg["grpo"]["group_sizes"] else plan.methods.GRPO_METHODS[0])
+    assert plan.methods.AA_REPEAT is None  # the default has no A/A pair (its budget); the single-family matrix has
+    plan = WorkflowPlan(merged_config("single_family.yaml"))
     # Table 1 methods and the A/A repeat have every replicate; ablation runs only the ablation seeds
     assert plan.methods.AA_REPEAT == "grpo8_aa" and plan.methods.CLAIM_ROLES["aa"] == {
         "a": "grpo8", "b": "grpo8_aa", "seeds": plan.methods.SEEDS}
@@ -326,7 +328,7 @@ def test_roots_and_prefixes_are_what_the_rules_took_from_their_files():
         assert plan.paths.runs_root(w) == os.path.dirname(os.path.dirname(os.path.dirname(metrics)))
         assert plan.paths.results_root(w) == os.path.dirname(os.path.dirname(f"{results}/tables/compute.csv")) == results
         assert "{" not in plan.paths.eval_root(w) + plan.paths.runs_root(w) + plan.paths.results_root(w)
-    plan = WorkflowPlan(merged_config())
+    plan = WorkflowPlan(merged_config("single_family.yaml"))  # the regime map's task
     diagnosis = plan.regime_map.RMAP_CELL.format(cell="share0.5") + "/diagnostics/seed0.json"
     assert plan.regime_map.regime_map_root(SimpleNamespace(items=lambda: {}.items())) == \
         os.path.dirname(os.path.dirname(os.path.dirname(diagnosis)))
@@ -336,7 +338,7 @@ def test_roots_and_prefixes_are_what_the_rules_took_from_their_files():
 
 
 def test_sections_a_rule_passes_as_json():
-    cfg = merged_config()
+    cfg = merged_config("single_family.yaml")  # the regime map's task
     cfg["pope"] = {**cfg.get("pope", {}), "num_generations": 8, "oracle_stage": "oracles_organism", "guide": 1}
     cfg["report"] = {**cfg.get("report", {}), "case_study": {"samples": 32}}
     cfg["nudgerl"]["ablations"] = {"p_drop": [0.25]}
@@ -367,7 +369,8 @@ def test_study_judges_the_claims_again_in_the_maps_common_cell():
     """The study evaluates the common cell's runs on the benchmarks and judges there the claims its
     runs allow (1 and 8); the default has no second regime and its claims command is unchanged."""
     assert WorkflowPlan(merged_config()).study.study_claim_args() == ""
-    plan = WorkflowPlan(merged_config("study.yaml")).study
+    assert WorkflowPlan(merged_config("single_family.yaml")).study.study_claim_args() == ""
+    plan = WorkflowPlan(merged_config("single_family.yaml", "study.yaml")).study
     assert plan.STUDY_CLAIM_CELLS == ["share0.03"]
     roles = plan.study_cell_roles("share0.03")
     assert roles["grpo"] == {"8": "grpo8", "32": "grpo32"} and roles["pope"] is None
@@ -390,9 +393,20 @@ def test_the_study_target_without_the_study_names_its_configfile():
     the command to use (study.smk), instead of Snakemake's "No rule to produce study"."""
     from nudgerl.config import ConfigError
 
-    with pytest.raises(ConfigError, match=r"target `study` needs --configfile config/study\.yaml \(this "
-                                          r"configuration has no `study` section\): snakemake study --cores 2 "
-                                          r"--configfile config/study\.yaml"):
-        WorkflowPlan(merged_config()).study.study_needs_its_config()
+    with pytest.raises(ConfigError, match=r"target `study` needs --configfile config/single_family\.yaml "
+                                          r"config/study\.yaml \(this configuration has no `study` section\): "
+                                          r"snakemake study --cores 2 --configfile config/single_family\.yaml "
+                                          r"config/study\.yaml"):
+        WorkflowPlan(merged_config("single_family.yaml")).study.study_needs_its_config()
+    # the default's families task: the study holds the regime map, the single-family task's
+    with pytest.raises(ConfigError, match=r"base_model\.task: families; the study holds the regime map"):
+        WorkflowPlan(merged_config("study.yaml")).study.study_needs_its_config()
+    from nudgerl.plan.regime_map import SINGLE_FAMILY_CONFIG
+
+    with pytest.raises(ConfigError, match=rf"target `regime_map` needs --configfile {SINGLE_FAMILY_CONFIG} "
+                                          r"\(base_model\.task: families;"):
+        WorkflowPlan(merged_config()).regime_map.regime_map_needs_single_family()
+    assert WorkflowPlan(merged_config()).regime_map.RMAP is None
+    assert WorkflowPlan(merged_config("single_family.yaml")).regime_map.RMAP == merged_config()["regime_map"]
     with pytest.raises(ConfigError, match=r"task: math; the study is organism only"):
         WorkflowPlan(merged_config("paper.yaml")).study.study_needs_its_config()

@@ -148,7 +148,7 @@ def check_replicates(config: dict) -> list[str]:
     problems += check_verdicts(config)
     if config.get("base_model_seed") is not None and config.get("task", "organism") != "organism":
         problems.append("config key 'base_model_seed': only the organism builds base models (task math names its "
-                        "models in 'models'); remove it")
+                        "models in 'models'); set it to null (config/config.yaml sets the organism's)")
     if config.get("study"):
         problems += check_study(config)
     if config.get("baselines"):

@@ -100,6 +100,8 @@ claim_metrics = PLAN.methods.claim_metrics
 
 # ---- the regime map (regime_map.smk; None without a `regime_map` section) -----------------
 RMAP = PLAN.regime_map.RMAP
+# `regime_map` where the map cannot run (task math, or the families task): stops, names the config
+regime_map_needs_single_family = PLAN.regime_map.regime_map_needs_single_family
 RMAP_DIR = PLAN.regime_map.RMAP_DIR
 RMAP_CELL = PLAN.regime_map.RMAP_CELL
 RMAP_CELLS = PLAN.regime_map.RMAP_CELLS

@@ -250,3 +250,11 @@ if TASK == "organism" and RMAP:
             RMAP_BASELINE_OUTPUTS,
             RMAP_ACCURACY_OUTPUTS,
             rules.regime_map_audit.output,
+
+else:
+
+    rule regime_map:
+        """`snakemake regime_map` where the map cannot run (another task, or the families task):
+        stops while building the DAG, naming why and the command to use."""
+        input:
+            regime_map_needs_single_family,

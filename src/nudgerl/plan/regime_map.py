@@ -10,6 +10,11 @@ import shlex
 from nudgerl.method_ids import baseline_definitions, baseline_group_size, grpo_group_size
 from nudgerl.plan.arguments import grpo_run_section, rl_diagnosis_params
 
+# The regime map varies the single-family task's unhinted mixture (its one rare strategy's
+# share); the families task has no such axis yet. Under families the map (and the study, which
+# holds it) runs with this overlay merged in.
+SINGLE_FAMILY_CONFIG = "config/single_family.yaml"
+
 
 class PlanRegimeMap:
     """The map of one config; every name is None (the helpers unusable) without a map.
@@ -18,7 +23,10 @@ class PlanRegimeMap:
     def __init__(self, config: dict, paths, methods):
         self.config = config
         self._paths, self._methods = paths, methods
-        self.RMAP = config.get("regime_map") if paths.TASK == "organism" else None
+        # the organism's task (base_model.task): the map is the single-family task's
+        self._organism_task = (config.get("base_model") or {}).get("task", "single_family")
+        self.RMAP = (config.get("regime_map")
+                     if paths.TASK == "organism" and self._organism_task == "single_family" else None)
         self.RMAP_DIR = self.RMAP_CELL = self.RMAP_CELLS = self.RMAP_GRID = None  # set below with a map
         self.RMAP_BASELINES, self.RMAP_BASELINE_SEEDS, self.RMAP_BASELINE_GRID = [], [], None
         self.RMAP_BASELINE_CELLS = []  # the cells the baselines train in
@@ -62,6 +70,21 @@ class PlanRegimeMap:
                 self.RMAP_ACCURACY_GRID = {**self.RMAP_GRID, "shares": [axis["share"]],
                                            "accuracies": [1.0, *axis["accuracies"]], "seeds": self.RMAP_ACCURACY_SEEDS}
                 self.RMAP_ACCURACY_OUTPUTS = self._outputs("regime_map_accuracy")
+
+    def regime_map_needs_single_family(self, wildcards=None):
+        """The input of the `regime_map` target where the map cannot run (regime_map.smk): it
+        stops while building the DAG, dry run included, naming why and the command to use."""
+        from nudgerl.config import ConfigError
+
+        if self._paths.TASK != "organism":
+            why = f"task: {self._paths.TASK}; the regime map is organism only"
+        elif self._organism_task != "single_family":
+            why = (f"base_model.task: {self._organism_task}; the map varies the single-family task's rare "
+                   f"strategy share, which the {self._organism_task} task does not have yet")
+        else:
+            why = "this configuration has no `regime_map` section"
+        raise ConfigError(f"target `regime_map` needs --configfile {SINGLE_FAMILY_CONFIG} ({why}): "
+                          f"snakemake regime_map --cores 2 --configfile {SINGLE_FAMILY_CONFIG}")
 
     def _outputs(self, name: str) -> list[str]:
         results = self._paths.RESULTS

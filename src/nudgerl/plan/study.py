@@ -10,7 +10,9 @@ import shlex
 
 from nudgerl.method_ids import grpo_group_size, grpo_method
 
-STUDY_CONFIG = "config/study.yaml"  # the overlay that defines the study (its `study` section)
+# the overlays that define the study (its `study` section) on the task it runs on: the
+# single-family task, whose regime map it holds (nudgerl.plan.regime_map.SINGLE_FAMILY_CONFIG)
+STUDY_CONFIG = "config/single_family.yaml config/study.yaml"
 
 
 class PlanStudy:
@@ -19,7 +21,11 @@ class PlanStudy:
     nudgerl.plan.methods.PlanMethods, nudgerl.plan.regime_map.PlanRegimeMap."""
 
     def __init__(self, config: dict, paths, methods=None, regime_map=None):
-        self.STUDY = config.get("study") if paths.TASK == "organism" else None
+        # the organism's task (base_model.task): the study holds the regime map, which is the
+        # single-family task's
+        self._organism_task = (config.get("base_model") or {}).get("task", "single_family")
+        self.STUDY = (config.get("study")
+                      if paths.TASK == "organism" and self._organism_task == "single_family" else None)
         self.STUDY_SEED_SET_ARGS = self.STUDY_COMMON_SHARES = self.STUDY_RL_WORKS_METHOD = None
         self.STUDY_CLAIM_CELLS = []  # the map's common cells, where the claims are judged a second time
         self._paths, self._methods, self._regime_map = paths, methods, regime_map
@@ -40,8 +46,13 @@ class PlanStudy:
         instead of Snakemake's "No rule to produce study"."""
         from nudgerl.config import ConfigError
 
-        why = (f"task: {self._paths.TASK}; the study is organism only" if self._paths.TASK != "organism"
-               else "this configuration has no `study` section")
+        if self._paths.TASK != "organism":
+            why = f"task: {self._paths.TASK}; the study is organism only"
+        elif self._organism_task != "single_family":
+            why = (f"base_model.task: {self._organism_task}; the study holds the regime map, which varies the "
+                   f"single-family task's rare strategy share, and runs on that task until it is ported")
+        else:
+            why = "this configuration has no `study` section"
         raise ConfigError(f"target `study` needs --configfile {STUDY_CONFIG} ({why}): "
                           f"snakemake study --cores 2 --configfile {STUDY_CONFIG}")
 

@@ -234,8 +234,11 @@ def render(df: pd.DataFrame, methods, benchmarks, seeds, samples, title="Table 1
                     f"problems within these replicates, no verdict; verdicts are over replicates (the claims).")
     if exploration:
         cols.append("Found")
+        # with families each family has its own rare strategy: the configured label is one of them
+        strategy = ("each family's own, on its family's problems" if "families_found" in df
+                    else exploration['strategy'].replace('_', ' '))
         caption += (f" Found = exploration success: replicates whose hint-free policy uses the rare-but-right "
-                    f"strategy ({exploration['strategy'].replace('_', ' ')}) on more than "
+                    f"strategy ({strategy}) on more than "
                     f"{100 * exploration['success_share']:g} % of its samples on the hard benchmark problems, "
                     f"k of n with a {100 * exploration.get('confidence', 0.95):g} % exact (Clopper-Pearson) "
                     f"interval (tables/exploration has each run's share and Fisher's test)."
