@@ -29,17 +29,17 @@ def copy(tmp_path):
 def test_a_planted_disagreement_is_named_by_page_line_and_key(copy):
     readme = copy / "README.md"
     text = readme.read_text()
-    old = next(line for line in text.splitlines() if "<!--n:default.found.nudgerl8-->" in line)
+    old = next(line for line in text.splitlines() if "<!--n:default.families.nudgerl8-->" in line)
     lineno = text.splitlines().index(old) + 1
-    quoted = old.split("<!--n:default.found.nudgerl8-->")[1].split("<!--/n-->")[0]
-    readme.write_text(text.replace(f"<!--n:default.found.nudgerl8-->{quoted}<!--/n-->",
-                                   f"<!--n:default.found.nudgerl8-->{int(quoted) + 1}<!--/n-->"))
+    quoted = old.split("<!--n:default.families.nudgerl8-->")[1].split("<!--/n-->")[0]
+    readme.write_text(text.replace(f"<!--n:default.families.nudgerl8-->{quoted}<!--/n-->",
+                                   f"<!--n:default.families.nudgerl8-->{int(quoted) + 1}<!--/n-->"))
     mismatches, _ = check(copy)
     assert [(m.page, m.line, m.key, m.prose, m.source) for m in mismatches] == \
-        [("README.md", lineno, "default.found.nudgerl8", str(int(quoted) + 1), quoted)]
+        [("README.md", lineno, "default.families.nudgerl8", str(int(quoted) + 1), quoted)]
     out = subprocess.run([Path(sys.executable).parent / "nudgerl", "prose-numbers", "--root", copy],
                          capture_output=True, text=True)
-    assert out.returncode == 2 and f"README.md:{lineno}: default.found.nudgerl8" in out.stderr
+    assert out.returncode == 2 and f"README.md:{lineno}: default.families.nudgerl8" in out.stderr
     # --write puts the source's value back, and the check passes again
     assert len(check(copy, write=True)[0]) == 1 and check(copy)[0] == []
     assert readme.read_text() == text
@@ -54,7 +54,7 @@ def test_a_changed_source_is_caught_too(copy):
     found = row.split("|")[2].strip()
     k, n = found.split(" of ")
     page.write_text(text.replace(row, row.replace(f"| {found} |", f"| {(int(k) + 1) % (int(n) + 1)} of {n} |", 1)))
-    assert {m.key for m in check(copy)[0]} == {"default.found.nudgerl8"}
+    assert {m.key for m in check(copy)[0]} == {"default.families.nudgerl8"}
 
 
 def test_bad_markers_and_registry_entries_are_named(copy):
@@ -91,13 +91,13 @@ def test_the_readmes_result_table_is_the_claims_by_regime_pages(copy):
     assert update(REPO, check=True)
     page = copy / "docs" / "results" / "claims_by_regime.md"
     text = page.read_text()
-    assert "+23.2 [" in text
-    page.write_text(text.replace("+23.2 [", "+25.0 [", 1))  # a new run of the page
+    assert "+6.8 [" in text
+    page.write_text(text.replace("+6.8 [", "+25.0 [", 1))  # a new run of the page
     out = subprocess.run([Path(sys.executable).parent / "nudgerl", "front-table", "--root", copy, "--check"],
                          capture_output=True, text=True)
     assert out.returncode == 2 and "claims_by_regime.md" in out.stderr
     assert not update(copy, check=False) and update(copy, check=True)
-    assert "descriptive: +25.0 points; found 4 of 5 vs 2 of 5" in (copy / "README.md").read_text()
+    assert "descriptive: +25.0 points; families found 8 of 20 vs 5 of 20" in (copy / "README.md").read_text()
 
 
 def test_a_claims_cell_compacted():
@@ -108,6 +108,9 @@ def test_a_claims_cell_compacted():
     assert compact_cell("**supported**: +3.0 [+0.9, +5.3], p = 0.01 / 1; -2.1 [-4.7, +0.6], p = 1 / 0.5 "
                         "(12 replicates)") == "supported: +3.0 / -2.1 points"
     assert compact_cell("yes, 3 of 3") == "yes, 3 of 3"
+    assert compact_cell("**descriptive (n = 5)**: +6.8 [-4.8, +22.4], p = 0.28 / 0.75, families found 8 of 20 vs "
+                        "5 of 20 (sign-flip p = 0.5) (5 replicates)") == \
+        "descriptive: +6.8 points; families found 8 of 20 vs 5 of 20"
 
 
 def test_the_per_machine_table_has_a_row_per_results_page_of_the_default(copy):
@@ -116,11 +119,38 @@ def test_the_per_machine_table_has_a_row_per_results_page_of_the_default(copy):
     assert update(REPO, check=True)
     (copy / "benchmarks" / "default_runs").mkdir(parents=True)
     page = (copy / "docs" / "results" / "embedded.md").read_text()
-    other = page.replace("CPU model `", "CPU model `Intel Xeon, was ").replace("| NudgeRL (N=8) | 4 of 5 |",
-                                                                             "| NudgeRL (N=8) | 1 of 5 |")
+    other = page.replace("CPU model `", "CPU model `Intel Xeon, was ").replace("| NudgeRL (N=8) | 8 of 20 |",
+                                                                             "| NudgeRL (N=8) | 1 of 20 |")
     (copy / "benchmarks" / "default_runs" / "xeon.md").write_text(other)
     table = render_machines(copy)
     rows = [ln for ln in table.splitlines() if ln.startswith("| ") and "date" not in ln]
-    assert len(rows) == 2 and any("Intel Xeon" in r and "| 1 of 5 |" in r for r in rows)
+    assert len(rows) == 2 and any("Intel Xeon" in r and "| families 1 of 20 |" in r for r in rows)
     assert not update(copy, check=True) and not update(copy, check=False) and update(copy, check=True)
     assert "Intel Xeon, was" in (copy / "README.md").read_text()
+
+
+def test_the_per_machine_table_shows_families_found_and_only_the_methods_a_run_has(tmp_path):
+    """A families run's exploration block has two tables (replicates that found every family,
+    then families found): the machine row shows the families found; a method no page has (the
+    families default trains GRPO-8 alone of the GRPOs) gets no column."""
+    from nudgerl.reporting.front_table import render_machines
+
+    page = "\n".join([
+        "**Provenance**: CPU model `Test CPU`; torch device capability `AVX2`; date `2026-12-07`.",
+        "<!-- from tables/exploration.md -->", "",
+        "**Exploration success: runs ...**", "",
+        "| Method | Found | Success probability |", "|---|---|---|",
+        "| GRPO (N=8) | 0 of 5 | 0 % [0, 52] |", "| NudgeRL (N=8) | 1 of 5 | 20 % [1, 72] |", "",
+        "**Families found: ...**", "",
+        "| Method | Families found | Per replicate |", "|---|---|---|",
+        "| GRPO (N=8) | 5 of 20 | 1 / 1 / 1 / 1 / 1 |", "| NudgeRL (N=8) | 9 of 20 | 4 / 2 / 1 / 1 / 1 |", "",
+        "<!-- end tables/exploration.md -->", "",
+        "<!-- from tables/claims.md -->", "",
+        "**The paper's claims ...**", "",
+        "| # | claim | verdict |", "|---|---|---|", "| 3 | NudgeRL > POPE | **descriptive (n = 5)** |", "",
+        "<!-- end tables/claims.md -->", ""])
+    (tmp_path / "docs" / "results").mkdir(parents=True)
+    (tmp_path / "docs" / "results" / "embedded.md").write_text(page)
+    table = render_machines(tmp_path)
+    assert "| CPU (torch kernels) | date | NudgeRL (N=8) found | GRPO (N=8) found | claim 3 |" in table
+    assert "| Test CPU (AVX2) | 2026-12-07 | families 9 of 20 | families 5 of 20 | descriptive (n = 5) |" in table

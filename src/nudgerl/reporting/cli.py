@@ -77,7 +77,9 @@ def cmd_exploration_table(args) -> None:
     rows = exploration_rows(args.eval_root, args.methods, args.seeds, args.benchmarks, args.strategy, args.success_share)
     table = exploration_table(rows, args.reference, args.confidence)
     csv, md = Path(args.out_prefix + ".csv"), Path(args.out_prefix + ".md")
-    runs = rows.rename(columns={"found": "run_found"})  # one CSV row per run, its method's figures beside
+    # one CSV row per run, its method's figures beside; a run's own count is run_<name> (found,
+    # families_found), never pandas' _x / _y suffixes
+    runs = rows.rename(columns={c: f"run_{c}" for c in ("found", "families_found") if c in rows})
     atomic_write_text(csv, table.merge(runs, on="method").to_csv(index=False))
     atomic_write_text(md, render_markdown(table, rows, args.reference, args.strategy, args.success_share,
                                           args.confidence, label=method_label))
