@@ -4,6 +4,7 @@ limit lifted: DVC's `--wait-for-lock` must hold without it), a faulty endpoint, 
 failure, a rerun that asks only for what is missing, and the API key nowhere on disk (rule
 logs, DVC files, stats, caches, Snakemake metadata)."""
 
+import importlib
 import json
 import os
 import subprocess
@@ -13,7 +14,8 @@ import time
 import pytest
 import yaml
 
-from nudgerl.organism import task
+from nudgerl.io import merged_configfiles
+from nudgerl.organism.base_config import TASKS
 from openai_server import FakeOpenAI
 
 # real DVC stages in parallel
@@ -83,7 +85,9 @@ def _files_containing(root, needle: bytes):
 
 def test_parallel_dvc_stages_faults_and_resume_without_leaking_the_key(workdir):
     env = {**os.environ, "NUDGERL_TEST_KEY": SECRET}
-    smoke = yaml.safe_load((workdir / "config" / "smoke.yaml").read_text())
+    smoke = merged_configfiles(workdir / "config" / "config.yaml", workdir / "config" / "smoke.yaml")
+    # the organism task the smoke run's data is made of (config base_model.task)
+    task = importlib.import_module(TASKS[smoke["base_model"].get("task", "single_family")])
     train = task.training_problems(smoke["organism"].get("seed", 0), smoke["organism"]["train"]["size"],
                                    smoke["organism"]["train"]["hard_fraction"])
     doomed = train[5]

@@ -56,7 +56,9 @@ def test_ci_sized_study_with_its_map_end_to_end(smoke_run_copy):
     the common-regime check are built; the default's outputs are reused, not rerun."""
     workdir = smoke_run_copy
     (workdir / "map.yaml").write_text(yaml.safe_dump({**GRID, **STUDY}))
-    proc = subprocess.run(["snakemake", "study", "--cores", "2", "--configfile", "config/smoke.yaml", "map.yaml"],
+    # the map and the study are the single-family task's (config/single_family.yaml)
+    proc = subprocess.run(["snakemake", "study", "--cores", "2", "--configfile", "config/single_family.yaml",
+                           "config/smoke.yaml", "map.yaml"],
                           cwd=workdir, capture_output=True, text=True, timeout=2400)
     assert proc.returncode == 0, proc.stderr[-4000:] + failed_rule_logs(workdir, proc.stderr)
     assert "rule train_grpo:" not in proc.stdout + proc.stderr  # the matrix was done already
@@ -234,7 +236,9 @@ def test_the_accuracy_axis_sits_on_a_share_of_the_map_and_its_seeds():
     from nudgerl.config import check_regime_map_methods
     from nudgerl.plan.workflow_plan import WorkflowPlan
 
-    cfg = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    from conftest import merged_config
+
+    cfg = merged_config("single_family.yaml")  # the map is the single-family task's
     cfg["regime_map"]["accuracy"] = {"share": 0.2, "accuracies": [0.5], "seeds": [0, 7]}
     assert check_regime_map_methods(cfg) == [
         "config key 'regime_map.accuracy.share': 0.2 not in 'regime_map.shares' [0.003, 0.01, 0.03, 0.1] (the map's "

@@ -200,8 +200,9 @@ def test_evaluation_records_and_diagnostics(smoke_run):
     samples = (res / "eval" / "base" / "seed0" / "apex.samples.jsonl").read_text().splitlines()
     assert len(samples) == 4 * 2  # 4 problems x 2 samples
     diag = json.loads((res / "diagnostics" / "base_model" / "seed0.json").read_text())
-    assert set(diag["summary"]["hinted_pass@1"]) == {
-        "common_difference", "first_difference", "sum_of_last_two", "difference_table"}
+    from nudgerl.organism import families  # the default's task (config/config.yaml)
+
+    assert set(diag["summary"]["hinted_pass@1"]) == set(families.STRATEGIES)
     assert (res / "figures" / "training_curves.png").stat().st_size > 10_000
     prov = json.loads((res / "tables" / "table1.csv.provenance.json").read_text())
     assert prov["code_version"] and prov["packages"]["trl"] == "1.16.0" and prov["inputs"]
@@ -358,7 +359,12 @@ def test_pool_stage_restores_from_dvc_cache(smoke_run_copy):
 
 def test_pope_run_used_oracle_prefixes(smoke_run):
     res = smoke_run / RESULTS
+    from nudgerl.organism import families  # the default's task: each problem's own family's strategy
+
     oracles = [json.loads(line) for line in (res / "oracles" / "oracles_organism.jsonl").read_text().splitlines()]
-    assert len(oracles) == 64 and all(o["solution"].startswith("strategy : difference table") for o in oracles)
+    own = {r["id"]: r["rare_strategy"] for r in map(json.loads, (res / "data" / "train.jsonl").read_text().splitlines())}
+    assert len(oracles) == 64 and all(
+        o["solution"].startswith(f"strategy : {families.STRATEGIES[own[o['id']]].words} .") for o in oracles)
+    assert len({own[o["id"]] for o in oracles}) == len(families.FAMILIES)  # every family's strategy
     report = json.loads((res / "runs" / "pope2" / "seed0" / "train_report.json").read_text())
     assert 20 < report["guided_problems"] < 44  # about half of the 64 problems
