@@ -172,3 +172,54 @@ def test_stale_partial_results_are_not_reused(inputs, tmp_path):
     evaluate_model(str(inputs / "base"), {"b": problems}, SamplingParams(n=4, max_new_tokens=16), [1], tmp_path,
                    progress=False, log=logs.append)
     assert len(logs) == 1 and "resumed" in logs[0]
+
+
+def test_checkpoints_continue_only_the_run_with_the_same_inputs(tmp_path):
+    """A run's checkpoints record what it trained on; another run's inputs in the same folder (a
+    rebuilt base model, a changed config) remove them, the same inputs keep them."""
+    from nudgerl.training.run_state import RUN_INPUTS, keep_checkpoints_of, run_inputs
+
+    model = tmp_path / "base"
+    model.mkdir()
+    (model / "model.safetensors").write_bytes(b"weights")
+    ckpts = tmp_path / "run" / "checkpoints"
+    records = [{"prompt": "p", "answer": "1"}]
+    first = run_inputs(dict, model, records, {"learning_rate": 0.01}, None, apply_hint=_train_cmd)
+    assert keep_checkpoints_of(ckpts, first) and (ckpts / RUN_INPUTS).is_file()
+    (ckpts / "checkpoint-2").mkdir()
+    (ckpts / "metrics.jsonl").write_text("{}\n")
+    # the same inputs (a function argument described by its name, not its address): kept
+    assert run_inputs(dict, model, records, {"learning_rate": 0.01}, None, apply_hint=_train_cmd) == first
+    assert keep_checkpoints_of(ckpts, first) and (ckpts / "checkpoint-2").is_dir()
+    # another config: removed, with the live metrics
+    other = run_inputs(dict, model, records, {"learning_rate": 0.02}, None, apply_hint=_train_cmd)
+    said = []
+    assert not keep_checkpoints_of(ckpts, other, log=said.append)
+    assert not (ckpts / "checkpoint-2").exists() and not (ckpts / "metrics.jsonl").exists()
+    assert said and "other inputs" in said[0]
+    # a base model rebuilt at the same path is another model
+    (ckpts / "checkpoint-2").mkdir()
+    os.utime(model / "model.safetensors", ns=(1, 1))
+    assert not keep_checkpoints_of(ckpts, run_inputs(dict, model, records, {"learning_rate": 0.02}, None,
+                                                     apply_hint=_train_cmd))
+    assert not (ckpts / "checkpoint-2").exists()
+
+
+@pytest.mark.slow
+def test_a_rerun_with_another_config_trains_from_the_start(inputs):
+    """Snakemake reruns a training job whose params changed and removes its declared outputs
+    (model, metrics), not the checkpoints beside them: the rerun must not resume the other run."""
+    import shutil
+
+    d = inputs
+    subprocess.run(_train_cmd(d, "changed"), check=True, capture_output=True)
+    shutil.rmtree(d / "changed" / "model")
+    (d / "changed" / "metrics.jsonl").unlink()
+    cmd = _train_cmd(d, "changed")
+    cmd[cmd.index("--params") + 1] = json.dumps({**TRAIN, "learning_rate": 0.02})
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "resuming from checkpoint" not in proc.stdout and "other inputs" in proc.stdout
+    report = json.loads((d / "changed" / "train_report.json").read_text())
+    assert report["resumed_from_step"] == 0 and report["global_step"] == TRAIN["max_steps"]
+    assert [r["step"] for r in read_metric_rows(d / "changed" / "metrics.jsonl")] == [1, 2, 3, 4, 5, 6]

@@ -16,8 +16,9 @@ from pathlib import Path
 
 from nudgerl.io import atomic_write_text
 from nudgerl.training.grpo_config import TRL_FIELDS, GRPORunConfig
-from nudgerl.training.run_state import (StoppedForTimeLimit, check_continuous, last_checkpoint, main_process_only,
-                                        metrics_callback, progress_callback, stop_on_signal, truncate_metrics)
+from nudgerl.training.run_state import (StoppedForTimeLimit, check_continuous, keep_checkpoints_of, last_checkpoint,
+                                        main_process_only, metrics_callback, progress_callback, run_inputs,
+                                        stop_on_signal, truncate_metrics)
 
 
 def trl_config(cfg: GRPORunConfig, output_dir: str):
@@ -289,6 +290,9 @@ def run_training(trainer_cls, model_dir, train_records, cfg, run_dir: Path, revi
             acc = trainer.accelerator
             with main_process_only(acc) as main:
                 if main:  # removes half-written checkpoints, drops metric rows past the resume step
+                    # and first every checkpoint of a run with other inputs (a rerun after a change)
+                    keep_checkpoints_of(run_dir / "checkpoints",
+                                        run_inputs(trainer_cls, model_dir, train_records, cfg, revision, **extra))
                     resume = last_checkpoint(run_dir / "checkpoints")
                     callback.rollout_tokens = truncate_metrics(metrics_path, int(resume.rsplit("-", 1)[1]) if resume else 0)
             resume = last_checkpoint(run_dir / "checkpoints", log=lambda s: None)  # every rank: the same answer now

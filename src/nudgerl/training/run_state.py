@@ -3,6 +3,8 @@
 A killed job restarts from its newest *complete* checkpoint; the metrics rows past that
 step are dropped (they are trained again), and the finished file must hold every
 generation step once (:func:`check_continuous`). :func:`metrics_callback` writes the rows.
+Checkpoints continue only the run they came from: :func:`keep_checkpoints_of` removes those a
+run with other inputs left in the folder (another base model, config or training set).
 
 Under several processes (``accelerate launch``) the files of a run are the main process's:
 it alone writes metric rows, removes half-written checkpoints and rewrites the metrics
@@ -111,6 +113,72 @@ def checkpoint_complete(path: Path) -> bool:
     except (OSError, ValueError):
         return False
     return state.get("global_step") == int(path.name.rsplit("-", 1)[1])
+
+
+RUN_INPUTS = "run_inputs.json"  # beside the checkpoints: what the run that wrote them trained on
+
+
+def _described(value):
+    """A JSON-able description of a trainer argument: a dataclass's fields, a function's name
+    (its repr holds a memory address), else the value itself (or its str)."""
+    import dataclasses
+
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    if callable(value):
+        return f"{getattr(value, '__module__', '')}.{getattr(value, '__qualname__', type(value).__name__)}"
+    try:
+        json.dumps(value)
+        return value
+    except TypeError:
+        return str(value)
+
+
+def run_inputs(trainer_cls, model_dir, train_records, cfg, revision=None, **extra) -> dict:
+    """What a training run's checkpoints depend on: the trainer, its config, the training records
+    (a hash), and the model folder as it stands (each file's name, size and modification time: a
+    rebuilt base model is another model, even at the same path; reading the weights of a 7B model
+    to hash them would cost minutes)."""
+    import hashlib
+
+    model = Path(model_dir)
+    files = ({p.name: [p.stat().st_size, p.stat().st_mtime_ns] for p in sorted(model.iterdir()) if p.is_file()}
+             if model.is_dir() else {})
+    records = hashlib.sha256(json.dumps(train_records, sort_keys=True, default=str).encode()).hexdigest()
+    return json.loads(json.dumps({
+        "trainer": f"{trainer_cls.__module__}.{trainer_cls.__qualname__}", "config": _described(cfg),
+        "model": {"path": str(model_dir), "revision": revision, "files": files}, "train_records_sha256": records,
+        "extra": {k: _described(v) for k, v in sorted(extra.items())}}, sort_keys=True, default=str))
+
+
+def keep_checkpoints_of(output_dir: Path, inputs: dict, log=print) -> bool:
+    """Keep the checkpoints (and live metrics) in ``output_dir`` only if the run that wrote them
+    had these ``inputs`` (:func:`run_inputs`), and record them for the next start. Snakemake
+    reruns a training job when its base model, params or data changed and removes its declared
+    outputs, but not the checkpoints beside them: resumed, they would continue (or, past the last
+    step, simply be) the other run. False when checkpoints were removed."""
+    import shutil
+
+    path = output_dir / RUN_INPUTS
+    kept = True
+    if path.is_file():
+        try:
+            before = json.loads(path.read_text())
+        except json.JSONDecodeError:
+            before = None
+        if before != inputs:
+            stale = [p for p in output_dir.glob("checkpoint-*") if p.is_dir()]
+            if stale or (output_dir / "metrics.jsonl").exists():
+                log(f"removing {len(stale)} checkpoint(s) in {output_dir}: a run with other inputs (base model, "
+                    f"config or training set) wrote them")
+            for p in stale:
+                shutil.rmtree(p)
+            (output_dir / "metrics.jsonl").unlink(missing_ok=True)
+            kept = False
+    # no record (checkpoints of an earlier version of this code): they are kept, as before
+    output_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(inputs, sort_keys=True, indent=1) + "\n")
+    return kept
 
 
 def last_checkpoint(output_dir: Path, log=print) -> str | None:
