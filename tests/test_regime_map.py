@@ -53,7 +53,9 @@ STUDY = {"study": {"seed_sets": [[0], [1]], "common_shares": [0.3], "rl_works_me
 @pytest.mark.slow
 def test_ci_sized_study_with_its_map_end_to_end(smoke_run_copy):
     """`snakemake study` over a finished smoke run: the regime map, the seed-set agreement and
-    the common-regime check are built; the default's outputs are reused, not rerun."""
+    the common-regime check are built. The smoke run is the default's families task and the study
+    the single-family task's, so its matrix trains again in the same run folder: every rerun
+    training starts from its new base model, none resumes the families run's checkpoints."""
     workdir = smoke_run_copy
     (workdir / "map.yaml").write_text(yaml.safe_dump({**GRID, **STUDY}))
     # the map and the study are the single-family task's (config/single_family.yaml)
@@ -61,8 +63,10 @@ def test_ci_sized_study_with_its_map_end_to_end(smoke_run_copy):
                            "config/smoke.yaml", "map.yaml"],
                           cwd=workdir, capture_output=True, text=True, timeout=2400)
     assert proc.returncode == 0, proc.stderr[-4000:] + failed_rule_logs(workdir, proc.stderr)
-    assert "rule train_grpo:" not in proc.stdout + proc.stderr  # the matrix was done already
     res = workdir / "results" / "smoke"
+    logs = [p.read_text() for p in (res / "logs" / "train_grpo").glob("grpo*_seed*.log")]
+    assert logs and not any("resuming from checkpoint" in text for text in logs)
+    assert any("other inputs" in text for text in logs)  # the families run's checkpoints, removed
     runs = pd.read_csv(res / "tables" / "regime_map.csv")
     assert len(runs) == 4 and set(runs.method) == {"grpo2", "nudgerl2"} and set(runs.share_set) == {0.05, 0.3}
     # the RL-prompt diagnosis (accuracy after an unhinted choice) runs on the second axis' cells only
