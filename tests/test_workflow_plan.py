@@ -399,7 +399,7 @@ def test_the_study_target_without_the_study_names_its_configfile():
                                           r"config/study\.yaml"):
         WorkflowPlan(merged_config("single_family.yaml")).study.study_needs_its_config()
     # the default's families task: the study holds the regime map, the single-family task's
-    with pytest.raises(ConfigError, match=r"base_model\.task: families; the study holds the regime map"):
+    with pytest.raises(ConfigError, match=r"base_model\.task: families; the study's regime map varies"):
         WorkflowPlan(merged_config("study.yaml")).study.study_needs_its_config()
     from nudgerl.plan.regime_map import SINGLE_FAMILY_CONFIG
 

@@ -16,6 +16,24 @@ from nudgerl.plan.arguments import grpo_run_section, rl_diagnosis_params
 SINGLE_FAMILY_CONFIG = "config/single_family.yaml"
 
 
+def target_needs_config(target: str, configfiles: str, task: str, organism_task: str, what: str,
+                        section: str) -> None:
+    """Raise the ConfigError of a target this configuration cannot build (`regime_map`, `study`):
+    why (another task, the families task, or no ``section``) and the command to use. ``what``: the
+    part that varies the single-family task's share ("the map", "the study's regime map")."""
+    from nudgerl.config import ConfigError
+
+    if task != "organism":
+        why = f"task: {task}; the {target.replace('_', ' ')} is organism only"
+    elif organism_task != "single_family":
+        why = (f"base_model.task: {organism_task}; {what} varies the single-family task's rare strategy "
+               f"share, which the {organism_task} task does not have yet")
+    else:
+        why = f"this configuration has no `{section}` section"
+    raise ConfigError(f"target `{target}` needs --configfile {configfiles} ({why}): "
+                      f"snakemake {target} --cores 2 --configfile {configfiles}")
+
+
 class PlanRegimeMap:
     """The map of one config; every name is None (the helpers unusable) without a map.
     ``paths`` and ``methods``: nudgerl.plan.paths.PlanPaths, nudgerl.plan.methods.PlanMethods."""
@@ -74,17 +92,8 @@ class PlanRegimeMap:
     def regime_map_needs_single_family(self, wildcards=None):
         """The input of the `regime_map` target where the map cannot run (regime_map.smk): it
         stops while building the DAG, dry run included, naming why and the command to use."""
-        from nudgerl.config import ConfigError
-
-        if self._paths.TASK != "organism":
-            why = f"task: {self._paths.TASK}; the regime map is organism only"
-        elif self._organism_task != "single_family":
-            why = (f"base_model.task: {self._organism_task}; the map varies the single-family task's rare "
-                   f"strategy share, which the {self._organism_task} task does not have yet")
-        else:
-            why = "this configuration has no `regime_map` section"
-        raise ConfigError(f"target `regime_map` needs --configfile {SINGLE_FAMILY_CONFIG} ({why}): "
-                          f"snakemake regime_map --cores 2 --configfile {SINGLE_FAMILY_CONFIG}")
+        target_needs_config("regime_map", SINGLE_FAMILY_CONFIG, self._paths.TASK, self._organism_task,
+                            "the map", "regime_map")
 
     def _outputs(self, name: str) -> list[str]:
         results = self._paths.RESULTS

@@ -44,17 +44,10 @@ class PlanStudy:
         """The input of the `study` target in a configuration without the study (study.smk):
         `snakemake study` stops while building the DAG, dry run included, with the command to use,
         instead of Snakemake's "No rule to produce study"."""
-        from nudgerl.config import ConfigError
+        from nudgerl.plan.regime_map import target_needs_config
 
-        if self._paths.TASK != "organism":
-            why = f"task: {self._paths.TASK}; the study is organism only"
-        elif self._organism_task != "single_family":
-            why = (f"base_model.task: {self._organism_task}; the study holds the regime map, which varies the "
-                   f"single-family task's rare strategy share, and runs on that task until it is ported")
-        else:
-            why = "this configuration has no `study` section"
-        raise ConfigError(f"target `study` needs --configfile {STUDY_CONFIG} ({why}): "
-                          f"snakemake study --cores 2 --configfile {STUDY_CONFIG}")
+        target_needs_config("study", STUDY_CONFIG, self._paths.TASK, self._organism_task,
+                            "the study's regime map", "study")
 
     def study_tables(self) -> list[str]:
         """The study's own tables (beyond the default's outputs and the regime map's)."""
