@@ -177,6 +177,8 @@ def test_stale_partial_results_are_not_reused(inputs, tmp_path):
 def test_checkpoints_continue_only_the_run_with_the_same_inputs(tmp_path):
     """A run's checkpoints record what it trained on; another run's inputs in the same folder (a
     rebuilt base model, a changed config) remove them, the same inputs keep them."""
+    import shutil
+
     from nudgerl.training.run_state import RUN_INPUTS, keep_checkpoints_of, run_inputs
 
     model = tmp_path / "base"
@@ -197,6 +199,14 @@ def test_checkpoints_continue_only_the_run_with_the_same_inputs(tmp_path):
     assert not keep_checkpoints_of(ckpts, other, log=said.append)
     assert not (ckpts / "checkpoint-2").exists() and not (ckpts / "metrics.jsonl").exists()
     assert said and "other inputs" in said[0]
+    # a longer run (max_steps raised) continues them; a shorter one drops those past its end
+    (ckpts / "checkpoint-2").mkdir()
+    (ckpts / "checkpoint-4").mkdir()
+    longer = run_inputs(dict, model, records, {"learning_rate": 0.02, "max_steps": 8}, None, apply_hint=_train_cmd)
+    assert longer == other  # the run's length is not an input its checkpoints depend on
+    assert not keep_checkpoints_of(ckpts, longer, max_steps=3)
+    assert (ckpts / "checkpoint-2").is_dir() and not (ckpts / "checkpoint-4").exists()
+    shutil.rmtree(ckpts / "checkpoint-2")
     # a base model rebuilt at the same path is another model
     (ckpts / "checkpoint-2").mkdir()
     os.utime(model / "model.safetensors", ns=(1, 1))

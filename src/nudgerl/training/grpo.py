@@ -292,7 +292,8 @@ def run_training(trainer_cls, model_dir, train_records, cfg, run_dir: Path, revi
                 if main:  # removes half-written checkpoints, drops metric rows past the resume step
                     # and first every checkpoint of a run with other inputs (a rerun after a change)
                     keep_checkpoints_of(run_dir / "checkpoints",
-                                        run_inputs(trainer_cls, model_dir, train_records, cfg, revision, **extra))
+                                        run_inputs(trainer_cls, model_dir, train_records, cfg, revision, **extra),
+                                        max_steps=getattr(cfg, "max_steps", None))
                     resume = last_checkpoint(run_dir / "checkpoints")
                     callback.rollout_tokens = truncate_metrics(metrics_path, int(resume.rsplit("-", 1)[1]) if resume else 0)
             resume = last_checkpoint(run_dir / "checkpoints", log=lambda s: None)  # every rank: the same answer now

@@ -134,8 +134,14 @@ def _described(value):
         return str(value)
 
 
+# config keys a resume may change: the run's length (a run is extended by raising it; a
+# checkpoint past it is removed, keep_checkpoints_of) and how often it saves
+RESUMABLE_CHANGES = ("max_steps", "checkpoint_every")
+
+
 def run_inputs(trainer_cls, model_dir, train_records, cfg, revision=None, **extra) -> dict:
-    """What a training run's checkpoints depend on: the trainer, its config, the training records
+    """What a training run's checkpoints depend on: the trainer, its config (less
+    :data:`RESUMABLE_CHANGES`), the training records
     (a hash), and the model folder as it stands (each file's name, size and modification time: a
     rebuilt base model is another model, even at the same path; reading the weights of a 7B model
     to hash them would cost minutes)."""
@@ -145,13 +151,16 @@ def run_inputs(trainer_cls, model_dir, train_records, cfg, revision=None, **extr
     files = ({p.name: [p.stat().st_size, p.stat().st_mtime_ns] for p in sorted(model.iterdir()) if p.is_file()}
              if model.is_dir() else {})
     records = hashlib.sha256(json.dumps(train_records, sort_keys=True, default=str).encode()).hexdigest()
+    config = _described(cfg)
+    if isinstance(config, dict):
+        config = {k: v for k, v in config.items() if k not in RESUMABLE_CHANGES}
     return json.loads(json.dumps({
-        "trainer": f"{trainer_cls.__module__}.{trainer_cls.__qualname__}", "config": _described(cfg),
+        "trainer": f"{trainer_cls.__module__}.{trainer_cls.__qualname__}", "config": config,
         "model": {"path": str(model_dir), "revision": revision, "files": files}, "train_records_sha256": records,
         "extra": {k: _described(v) for k, v in sorted(extra.items())}}, sort_keys=True, default=str))
 
 
-def keep_checkpoints_of(output_dir: Path, inputs: dict, log=print) -> bool:
+def keep_checkpoints_of(output_dir: Path, inputs: dict, log=print, max_steps: int | None = None) -> bool:
     """Keep the checkpoints (and live metrics) in ``output_dir`` only if the run that wrote them
     had these ``inputs`` (:func:`run_inputs`), and record them for the next start. Snakemake
     reruns a training job when its base model, params or data changed and removes its declared
@@ -175,6 +184,14 @@ def keep_checkpoints_of(output_dir: Path, inputs: dict, log=print) -> bool:
                 shutil.rmtree(p)
             (output_dir / "metrics.jsonl").unlink(missing_ok=True)
             kept = False
+    # a shorter run than the one that saved them: checkpoints past its last step are not its own
+    past = [p for p in output_dir.glob("checkpoint-*") if p.is_dir() and max_steps is not None
+            and p.name.rsplit("-", 1)[1].isdigit() and int(p.name.rsplit("-", 1)[1]) > max_steps]
+    if past:
+        log(f"removing {len(past)} checkpoint(s) in {output_dir} past this run's last step {max_steps}")
+        for p in past:
+            shutil.rmtree(p)
+        kept = False
     # no record (checkpoints of an earlier version of this code): they are kept, as before
     output_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(inputs, sort_keys=True, indent=1) + "\n")
