@@ -34,6 +34,8 @@ class PlanPaths:
         #                 models stay in results/<run_name>/, shared by that configuration's models.
         # Everything downstream (trainers, grader, evaluation, tables) is one code path.
         self.TASK = self.config.get("task", "organism")
+        # the organism's task (base_model.task): the regime map and the study are the single-family task's
+        self.ORGANISM_TASK = (self.config.get("base_model") or {}).get("task", "single_family")
         self.RUN = self.config["run_name"]
         self.SHARED = f"results/{self.RUN}"  # data, strategy pools, oracle solutions: shared by the run's models
         self.MODELS = {m["name"]: m for m in self.config.get("models", [])} if self.TASK == "math" else {}

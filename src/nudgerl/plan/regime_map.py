@@ -41,10 +41,8 @@ class PlanRegimeMap:
     def __init__(self, config: dict, paths, methods):
         self.config = config
         self._paths, self._methods = paths, methods
-        # the organism's task (base_model.task): the map is the single-family task's
-        self._organism_task = (config.get("base_model") or {}).get("task", "single_family")
         self.RMAP = (config.get("regime_map")
-                     if paths.TASK == "organism" and self._organism_task == "single_family" else None)
+                     if paths.TASK == "organism" and paths.ORGANISM_TASK == "single_family" else None)
         self.RMAP_DIR = self.RMAP_CELL = self.RMAP_CELLS = self.RMAP_GRID = None  # set below with a map
         self.RMAP_BASELINES, self.RMAP_BASELINE_SEEDS, self.RMAP_BASELINE_GRID = [], [], None
         self.RMAP_BASELINE_CELLS = []  # the cells the baselines train in
@@ -92,7 +90,7 @@ class PlanRegimeMap:
     def regime_map_needs_single_family(self, wildcards=None):
         """The input of the `regime_map` target where the map cannot run (regime_map.smk): it
         stops while building the DAG, dry run included, naming why and the command to use."""
-        target_needs_config("regime_map", SINGLE_FAMILY_CONFIG, self._paths.TASK, self._organism_task,
+        target_needs_config("regime_map", SINGLE_FAMILY_CONFIG, self._paths.TASK, self._paths.ORGANISM_TASK,
                             "the map", "regime_map")
 
     def _outputs(self, name: str) -> list[str]:

@@ -21,11 +21,9 @@ class PlanStudy:
     nudgerl.plan.methods.PlanMethods, nudgerl.plan.regime_map.PlanRegimeMap."""
 
     def __init__(self, config: dict, paths, methods=None, regime_map=None):
-        # the organism's task (base_model.task): the study holds the regime map, which is the
-        # single-family task's
-        self._organism_task = (config.get("base_model") or {}).get("task", "single_family")
+        # the study holds the regime map, which is the single-family task's
         self.STUDY = (config.get("study")
-                      if paths.TASK == "organism" and self._organism_task == "single_family" else None)
+                      if paths.TASK == "organism" and paths.ORGANISM_TASK == "single_family" else None)
         self.STUDY_SEED_SET_ARGS = self.STUDY_COMMON_SHARES = self.STUDY_RL_WORKS_METHOD = None
         self.STUDY_CLAIM_CELLS = []  # the map's common cells, where the claims are judged a second time
         self._paths, self._methods, self._regime_map = paths, methods, regime_map
@@ -46,7 +44,7 @@ class PlanStudy:
         instead of Snakemake's "No rule to produce study"."""
         from nudgerl.plan.regime_map import target_needs_config
 
-        target_needs_config("study", STUDY_CONFIG, self._paths.TASK, self._organism_task,
+        target_needs_config("study", STUDY_CONFIG, self._paths.TASK, self._paths.ORGANISM_TASK,
                             "the study's regime map", "study")
 
     def study_tables(self) -> list[str]:
